@@ -1,0 +1,245 @@
+// One named inline wrapper per PTX instruction used by the kernels. Each names its PTX ISA section
+// (https://docs.nvidia.com/cuda/parallel-thread-execution/). Facts verified on the H200 are in
+// ../shared/design/HOPPER-NOTES.md; the few that bit us are repeated where the wrapper is.
+#pragma once
+#include <cstdint>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace ptx {
+
+// ---- special registers / addresses -----------------------------------------------------------
+
+// cvta.to.shared: generic -> 32-bit shared address (what mbarrier/TMA/wgmma descriptors take).
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// ---- mbarrier (PTX ISA §9.7.13.15) ----------------------------------------------------------------
+
+// mbarrier.init: `count` arrivals complete a phase.
+__device__ __forceinline__ void mbarrier_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+
+// fence.mbarrier_init: make initialised barriers visible to the async proxy and the cluster.
+__device__ __forceinline__ void fence_mbarrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+// mbarrier.arrive.expect_tx: one arrival plus `bytes` of transaction count (TMA will complete_tx).
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+
+// mbarrier.arrive: one plain arrival.
+__device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+
+// mbarrier.try_wait.parity in a loop. A fresh barrier reports parity 1 as complete (HOPPER-NOTES §3),
+// so a producer waiting for an "empty" slot starts at parity 1 and consumers at 0.
+__device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
+  const uint32_t addr = smem_addr(bar);
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n"
+      "}\n" ::"r"(addr),
+      "r"(parity)
+      : "memory");
+}
+
+// ---- proxies and barriers -------------------------------------------------------------------------
+
+// fence.proxy.async.shared::cta: generic-proxy smem writes become visible to wgmma / TMA (async proxy).
+__device__ __forceinline__ void fence_proxy_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// bar.sync with a named barrier id and a thread count (multiple of 32).
+__device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// ---- TMA: cp.async.bulk.tensor (PTX ISA §9.7.9.25) -------------------------------------------------
+
+// createpolicy.fractional.L2::evict_first: the K/V stream is read once per CTA (FlashMLA's hint).
+__device__ __forceinline__ uint64_t policy_evict_first() {
+  uint64_t pol;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
+}
+
+// 4-D tiled load into CTA shared memory, completing `bytes` on `bar`. Coordinates are signed element
+// indices, innermost first; out-of-range boxes are zero-filled and still credit full bytes.
+__device__ __forceinline__ void tma_load_4d(void* dst, const void* tmap, uint64_t* bar, int c0, int c1, int c2,
+                                           int c3, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6], %7;" ::"r"(smem_addr(dst)),
+      "l"(tmap), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_addr(bar)), "l"(policy)
+      : "memory");
+}
+
+// prefetch.tensormap: pull the descriptor into the TMA unit's cache before the first load.
+__device__ __forceinline__ void prefetch_tensormap(const void* tmap) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(tmap) : "memory");
+}
+
+// ---- wgmma (PTX ISA §9.7.15) -----------------------------------------------------------------------
+
+// wgmma.fence: order register/accumulator writes by ordinary instructions before the next wgmma.
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+
+// wgmma.commit_group: close the group of wgmmas issued since the last commit.
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+
+// wgmma.wait_group N: wait until at most N committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  static_assert(N >= 0 && N <= 7, "wgmma.wait_group takes 0..7");
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+// Keeps the compiler from moving accumulator reads above a wgmma wait (HOPPER-NOTES §1.4 step 6).
+template <int N>
+__device__ __forceinline__ void fence_regs(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+// Shared-memory matrix descriptor for a 128-byte-swizzled tile (HOPPER-NOTES §1.1): start address,
+// leading and stride byte offsets (>>4), swizzle mode 1 = 128B in bits 62-63. Tiles are 1024-B aligned
+// so the base offset field stays 0.
+__device__ __forceinline__ uint64_t smem_desc_sw128(uint32_t smem_address, uint32_t lbo_bytes, uint32_t sbo_bytes) {
+  uint64_t d = 0;
+  d |= static_cast<uint64_t>((smem_address & 0x3FFFF) >> 4);
+  d |= static_cast<uint64_t>((lbo_bytes >> 4) & 0x3FFF) << 16;
+  d |= static_cast<uint64_t>((sbo_bytes >> 4) & 0x3FFF) << 32;
+  d |= static_cast<uint64_t>(1) << 62;
+  return d;
+}
+
+// Element type tags for the wgmma wrappers: bf16 and f16 inputs, f32 accumulators.
+struct bf16_t { static constexpr bool is_fp16 = false; };
+struct fp16_t { static constexpr bool is_fp16 = true; };
+
+#define FLASHMLA_ACC32(a)                                                                                   \
+  "+f"(a[0]), "+f"(a[1]), "+f"(a[2]), "+f"(a[3]), "+f"(a[4]), "+f"(a[5]), "+f"(a[6]), "+f"(a[7]), "+f"(a[8]), \
+      "+f"(a[9]), "+f"(a[10]), "+f"(a[11]), "+f"(a[12]), "+f"(a[13]), "+f"(a[14]), "+f"(a[15]), "+f"(a[16]),   \
+      "+f"(a[17]), "+f"(a[18]), "+f"(a[19]), "+f"(a[20]), "+f"(a[21]), "+f"(a[22]), "+f"(a[23]), "+f"(a[24]),  \
+      "+f"(a[25]), "+f"(a[26]), "+f"(a[27]), "+f"(a[28]), "+f"(a[29]), "+f"(a[30]), "+f"(a[31])
+
+// wgmma.mma_async m64n64k16, A and B from shared memory (K-major both): S (+)= Q·Kᵀ.
+// scale_d = 0 overwrites the accumulator (first K step).
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  if constexpr (T::is_fp16) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%"
+        "27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : FLASHMLA_ACC32(d)
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%"
+        "27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : FLASHMLA_ACC32(d)
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  }
+}
+
+// wgmma.mma_async m64n256k16 with A from registers (4 x b32 of 16-bit pairs) and B from shared memory
+// read MN-major (imm-trans-b = 1): O (+)= P·V where V is the K tile itself (HOPPER-NOTES §1.2).
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n256k16_rs_transb(float (&d)[128], const uint32_t (&a)[4], uint64_t desc_b) {
+#define FLASHMLA_ACC128_OPS                                                                              \
+  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28," \
+  "%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55," \
+  "%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82," \
+  "%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107," \
+  "%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}"
+#define FLASHMLA_ACC128(a)                                                                                  \
+  FLASHMLA_ACC32_AT(a, 0), FLASHMLA_ACC32_AT(a, 32), FLASHMLA_ACC32_AT(a, 64), FLASHMLA_ACC32_AT(a, 96)
+#define FLASHMLA_ACC32_AT(a, o)                                                                              \
+  "+f"(a[o + 0]), "+f"(a[o + 1]), "+f"(a[o + 2]), "+f"(a[o + 3]), "+f"(a[o + 4]), "+f"(a[o + 5]), "+f"(a[o + 6]), \
+      "+f"(a[o + 7]), "+f"(a[o + 8]), "+f"(a[o + 9]), "+f"(a[o + 10]), "+f"(a[o + 11]), "+f"(a[o + 12]),         \
+      "+f"(a[o + 13]), "+f"(a[o + 14]), "+f"(a[o + 15]), "+f"(a[o + 16]), "+f"(a[o + 17]), "+f"(a[o + 18]),      \
+      "+f"(a[o + 19]), "+f"(a[o + 20]), "+f"(a[o + 21]), "+f"(a[o + 22]), "+f"(a[o + 23]), "+f"(a[o + 24]),      \
+      "+f"(a[o + 25]), "+f"(a[o + 26]), "+f"(a[o + 27]), "+f"(a[o + 28]), "+f"(a[o + 29]), "+f"(a[o + 30]),      \
+      "+f"(a[o + 31])
+  if constexpr (T::is_fp16) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " FLASHMLA_ACC128_OPS
+                 ", {%128,%129,%130,%131}, %132, p, 1, 1, 1;\n}\n"
+                 : FLASHMLA_ACC128(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+  } else {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " FLASHMLA_ACC128_OPS
+                 ", {%128,%129,%130,%131}, %132, p, 1, 1, 1;\n}\n"
+                 : FLASHMLA_ACC128(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+  }
+}
+
+// ---- register reallocation between warpgroups (PTX ISA §9.7.17.x setmaxnreg) ----------------------
+
+// setmaxnreg.inc / .dec: hand registers from the producer warpgroup to the consumers. Needs a register
+// cap at entry (__launch_bounds__(threads, 1)); the totals must fit the 64K register file or .inc spins.
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  static_assert(N % 8 == 0 && N >= 24 && N <= 256, "setmaxnreg takes a multiple of 8 in [24, 256]");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  static_assert(N % 8 == 0 && N >= 24 && N <= 256, "setmaxnreg takes a multiple of 8 in [24, 256]");
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+}
+
+// ---- programmatic dependent launch (PTX ISA §9.7.12.x griddepcontrol) ------------------------------
+
+// griddepcontrol.launch_dependents: let the next kernel in the stream (launched with PDL) start.
+__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+
+// griddepcontrol.wait: wait until the previous grid has completed and its memory is visible.
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+// ---- conversions -----------------------------------------------------------------------------------
+
+// cvt.rn.satfinite.e4m3x2.f32: two f32 -> two e4m3 (hi goes to the upper byte). Round to nearest even;
+// NaN stays NaN; |x| > 448 saturates (never reached: the FP8 cache writer scales into [-448, 448]).
+__device__ __forceinline__ uint16_t cvt_e4m3x2_f32(float hi, float lo) {
+  uint16_t r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+// Packs two f32 into 16-bit pairs (low half = first argument), the A-fragment format of wgmma.
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (T::is_fp16) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  } else {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+}
+
+// ex2.approx.ftz.f32: the softmax exponent in base 2 (FlashAttention's scale·log2e trick).
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+}  // namespace ptx

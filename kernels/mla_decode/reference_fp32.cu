@@ -1,0 +1,73 @@
+// A deliberately simple fp32 GPU reference for dense MLA decode: one CTA per output row (request, query
+// token, head), plain loops, no tensor cores, natural-log softmax with a running max. The tests check it
+// against the float64 CPU reference on small shapes and then use it to check every element of the
+// large shapes, where the CPU reference can only afford a sample of rows.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include "params.h"
+
+MLA_EXPORT_LAYOUT(ref_params_layout, mla::RefParams, MLA_OFFSETS_REF)
+
+namespace {
+constexpr int THREADS = 256;
+
+__device__ __forceinline__ float load_elem(const void* base, long long i, bool is_fp16) {
+  const uint16_t bits = static_cast<const uint16_t*>(base)[i];
+  return is_fp16 ? __half2float(__ushort_as_half(bits)) : __uint_as_float(static_cast<uint32_t>(bits) << 16);
+}
+}  // namespace
+
+// Grid (h_q, s_q, b), 256 threads.
+extern "C" __global__ void __launch_bounds__(THREADS) mla_dense_reference_fp32(const __grid_constant__ mla::RefParams p) {
+  __shared__ float q[mla::D_QK];
+  __shared__ float score[THREADS];
+  __shared__ float red[THREADS / 32];
+  const int head = blockIdx.x, s = blockIdx.y, req = blockIdx.z, tid = threadIdx.x;
+  const int hk = head / (p.h_q / p.h_kv);
+  const bool f16 = p.is_fp16 != 0;
+  for (int d = tid; d < mla::D_QK; d += THREADS)
+    q[d] = load_elem(p.q, ((static_cast<long long>(req) * p.s_q + s) * p.h_q + head) * mla::D_QK + d, f16);
+  const int seqlen = p.cache_seqlens[req];
+  const int limit = p.causal ? seqlen - (p.s_q - 1 - s) : seqlen;
+  float m = -INFINITY, l = 0.0f, acc0 = 0.0f, acc1 = 0.0f;
+  __syncthreads();
+  auto token_base = [&](int t) {
+    const long long blk = p.block_table[static_cast<long long>(req) * p.max_blocks_per_seq + t / mla::PAGE_BLOCK_SIZE];
+    return ((blk * mla::PAGE_BLOCK_SIZE + t % mla::PAGE_BLOCK_SIZE) * p.h_kv + hk) * mla::D_QK;
+  };
+  for (int t0 = 0; t0 < limit; t0 += THREADS) {
+    const int t = t0 + tid;
+    float sc = -INFINITY;
+    if (t < limit) {
+      const long long base = token_base(t);
+      float dot = 0.0f;
+      for (int d = 0; d < mla::D_QK; ++d) dot += q[d] * load_elem(p.kv, base + d, f16);
+      sc = dot * p.softmax_scale;
+    }
+    score[tid] = sc;
+    float mx = sc;
+    for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, off));
+    if (tid % 32 == 0) red[tid / 32] = mx;
+    __syncthreads();
+    mx = red[0];
+    for (int w = 1; w < THREADS / 32; ++w) mx = fmaxf(mx, red[w]);
+    const float m_new = fmaxf(m, mx);
+    const float corr = m == -INFINITY ? 0.0f : expf(m - m_new);
+    acc0 *= corr, acc1 *= corr, l *= corr;
+    const int n = min(THREADS, limit - t0);
+    for (int j = 0; j < n; ++j) {
+      const float pj = expf(score[j] - m_new);
+      const long long base = token_base(t0 + j);
+      l += pj;
+      acc0 += pj * load_elem(p.kv, base + 2 * tid, f16);
+      acc1 += pj * load_elem(p.kv, base + 2 * tid + 1, f16);
+    }
+    m = m_new;
+    __syncthreads();
+  }
+  const long long orow = ((static_cast<long long>(req) * p.s_q + s) * p.h_q + head) * mla::D_V;
+  const bool empty = !(l > 0.0f);
+  p.out[orow + 2 * tid] = empty ? 0.0f : acc0 / l;
+  p.out[orow + 2 * tid + 1] = empty ? 0.0f : acc1 / l;
+  if (tid == 0) p.lse[(static_cast<long long>(req) * p.h_q + head) * p.s_q + s] = empty ? INFINITY : m + logf(l);
+}

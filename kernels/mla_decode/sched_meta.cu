@@ -1,0 +1,74 @@
+// Tile scheduler metadata (FLASHMLA.md §2.1-2.2), computed on the GPU from cache_seqlens so that a decode
+// loop never waits for the host. src/mla/schedule.ts is the CPU twin: same algorithm, same records.
+//
+// The KV blocks (64 tokens) of all requests are cut into num_sm_parts contiguous pieces of roughly equal
+// cost, where every piece also pays a fixed overhead of SCHED_FIXED_OVERHEAD blocks (prologue, Q load,
+// epilogue, combine). An empty request still costs one block, so it gets a CTA that writes out = 0 and
+// lse = +inf.
+#include "params.h"
+
+MLA_EXPORT_LAYOUT(sched_params_layout, mla::SchedParams, MLA_OFFSETS_SCHED)
+
+namespace {
+__device__ __forceinline__ int num_kv_blocks(int seqlen) {
+  return seqlen <= 0 ? 1 : (seqlen + mla::BLOCK_N - 1) / mla::BLOCK_N;
+}
+}  // namespace
+
+// Grid 1, 32 threads: the lanes sum the cost, lane 0 walks the greedy cut (b is at most a few thousand).
+extern "C" __global__ void __launch_bounds__(32) mla_sched_meta(const __grid_constant__ mla::SchedParams p) {
+  const int lane = threadIdx.x;
+  long long total = 0;
+  for (int i = lane; i < p.b; i += 32) total += num_kv_blocks(p.cache_seqlens[i]) + mla::SCHED_FIXED_OVERHEAD;
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) total += __shfl_xor_sync(0xFFFFFFFFu, total, off);
+  if (lane != 0) return;
+
+  const long long payload = (total + p.num_sm_parts - 1) / p.num_sm_parts + mla::SCHED_FIXED_OVERHEAD;
+  int req = 0, blk = 0, split = 0, cum = 0;
+  p.num_splits[0] = 0;
+  for (int part = 0; part < p.num_sm_parts; ++part) {
+    mla::SchedMeta m{};
+    if (req >= p.b) {
+      m.begin_req_idx = m.end_req_idx = p.b;  // unused part: the kernels return at once
+      reinterpret_cast<mla::SchedMeta*>(p.sched_meta)[part] = m;
+      continue;
+    }
+    m.begin_req_idx = req;
+    m.begin_block_idx = blk;
+    m.begin_split_idx = split;
+    const bool began_mid = blk > 0;
+    // The last part takes whatever is left, so no block can ever go unscheduled.
+    long long budget = part == p.num_sm_parts - 1 ? (1LL << 62) : payload;
+    int last_full_req = -1;
+    while (req < p.b) {
+      const int nblk = num_kv_blocks(p.cache_seqlens[req]);
+      const long long rest = nblk - blk;
+      if (rest + mla::SCHED_FIXED_OVERHEAD <= budget) {
+        budget -= rest + mla::SCHED_FIXED_OVERHEAD;
+        cum += split + 1;
+        p.num_splits[req + 1] = cum;
+        last_full_req = req;
+        ++req, blk = 0, split = 0;
+      } else {
+        if (budget - mla::SCHED_FIXED_OVERHEAD > 0) {
+          blk += static_cast<int>(budget - mla::SCHED_FIXED_OVERHEAD);
+          ++split;
+        }
+        break;
+      }
+    }
+    const bool ends_mid = blk > 0;
+    if (ends_mid) {
+      m.end_req_idx = req;
+      m.end_block_idx = blk;
+    } else {
+      m.end_req_idx = last_full_req;
+      m.end_block_idx = num_kv_blocks(p.cache_seqlens[last_full_req]);
+    }
+    const bool single = m.begin_req_idx == m.end_req_idx;
+    m.is_first_req_splitted = (began_mid || (single && ends_mid)) ? 1 : 0;
+    m.is_last_req_splitted = (ends_mid || (single && began_mid)) ? 1 : 0;
+    reinterpret_cast<mla::SchedMeta*>(p.sched_meta)[part] = m;
+  }
+}

@@ -1,0 +1,119 @@
+#!/usr/bin/env node
+// Builds every kernel source under kernels/ into dist/kernels/<name>.cubin for sm_90a with nvcc and writes
+// dist/kernels/manifest.json: nvcc version, source and cubin hashes, and per function the registers,
+// shared memory, stack and spills that ptxas -v reports. Usage: node scripts/buildKernels.mjs [--strict]
+// (--strict fails the build when any function spills or uses local memory).
+import { execFileSync, execFile } from "node:child_process";
+import { createHash } from "node:crypto";
+import { mkdirSync, readFileSync, readdirSync, writeFileSync, statSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+
+const run = promisify(execFile);
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const kernelRoot = path.join(root, "kernels");
+const outDir = process.env.FLASHMLA_KERNEL_DIR ?? path.join(root, "dist", "kernels");
+const strict = process.argv.includes("--strict");
+const nvcc = process.env.NVCC ?? "nvcc";
+
+/** The translation units: each becomes one cubin named after the file. */
+const SOURCES = [
+  "kv_cache/fp8_kv_writer.cu",
+  "mla_decode/sched_meta.cu",
+  "mla_decode/dense_decode_sm90.cu",
+  "mla_decode/combine.cu",
+  "mla_decode/reference_fp32.cu",
+];
+
+const FLAGS = ["-O3", "-std=c++17", "-gencode", "arch=compute_90a,code=sm_90a", "-cubin", "-Xptxas", "-v", "-lineinfo"];
+
+function sha256(buf) {
+  return createHash("sha256").update(buf).digest("hex");
+}
+
+function headerFiles(dir) {
+  const out = [];
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) out.push(...headerFiles(p));
+    else if (/\.(cuh|h)$/.test(e.name)) out.push(p);
+  }
+  return out.sort();
+}
+
+/** Parses ptxas -v output into { fn: { registers, sharedBytes, stackBytes, spillStores, spillLoads } }. */
+export function parsePtxasReport(text) {
+  const fns = {};
+  let current;
+  for (const line of text.split("\n")) {
+    let m = line.match(/Compiling entry function '([^']+)'/) ?? line.match(/Function properties for ([^\s:]+)/);
+    if (m) {
+      current = m[1];
+      fns[current] ??= { registers: 0, sharedBytes: 0, stackBytes: 0, spillStores: 0, spillLoads: 0 };
+      continue;
+    }
+    if (!current) continue;
+    m = line.match(/(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads/);
+    if (m) Object.assign(fns[current], { stackBytes: +m[1], spillStores: +m[2], spillLoads: +m[3] });
+    m = line.match(/Used (\d+) registers/);
+    if (m) fns[current].registers = +m[1];
+    m = line.match(/(\d+) bytes smem/);
+    if (m) fns[current].sharedBytes = +m[1];
+  }
+  return fns;
+}
+
+async function main() {
+  let nvccVersion;
+  try {
+    nvccVersion = execFileSync(nvcc, ["--version"], { encoding: "utf8" }).trim().split("\n").pop();
+  } catch {
+    console.error(`buildKernels: '${nvcc}' not found. Install the CUDA toolkit (nvcc >= 12.8) or set NVCC=/path/to/nvcc.`);
+    process.exit(1);
+  }
+  mkdirSync(outDir, { recursive: true });
+  const headers = headerFiles(kernelRoot);
+  const headerHash = sha256(Buffer.concat(headers.map((h) => readFileSync(h))));
+  const manifest = { arch: "sm_90a", nvccVersion, flags: FLAGS, builtAt: new Date().toISOString(), kernels: {} };
+  let failed = false;
+  // Two at a time: the build machines have few cores.
+  const queue = [...SOURCES];
+  async function worker() {
+    for (let src; (src = queue.shift()); ) {
+      const name = path.basename(src, ".cu");
+      const srcPath = path.join(kernelRoot, src);
+      const cubin = path.join(outDir, `${name}.cubin`);
+      const t0 = Date.now();
+      let report;
+      try {
+        const { stderr, stdout } = await run(nvcc, [...FLAGS, "-o", cubin, srcPath], { cwd: path.dirname(srcPath), maxBuffer: 64 << 20 });
+        report = stdout + stderr;
+      } catch (e) {
+        failed = true;
+        console.error(`buildKernels: ${src} failed:\n${e.stderr ?? e.message}`);
+        continue;
+      }
+      const functions = parsePtxasReport(report);
+      manifest.kernels[name] = {
+        source: `kernels/${src}`,
+        sourceSha256: sha256(Buffer.concat([readFileSync(srcPath), Buffer.from(headerHash)])),
+        cubinSha256: sha256(readFileSync(cubin)),
+        cubinBytes: statSync(cubin).size,
+        functions,
+      };
+      for (const [fn, r] of Object.entries(functions)) {
+        const spill = r.spillStores + r.spillLoads + r.stackBytes;
+        const note = spill ? `  SPILLS/STACK: ${r.spillStores}B st, ${r.spillLoads}B ld, ${r.stackBytes}B stack` : "";
+        console.log(`  ${name}:${fn}  regs ${r.registers}  smem ${r.sharedBytes}${note}`);
+        if (spill && strict) failed = true;
+      }
+      console.log(`built ${name}.cubin (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+    }
+  }
+  await Promise.all([worker(), worker()]);
+  writeFileSync(path.join(outDir, "manifest.json"), JSON.stringify(manifest, null, 2) + "\n");
+  if (failed) process.exit(1);
+}
+
+await main();
