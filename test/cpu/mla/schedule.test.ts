@@ -1,0 +1,58 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { checkSchedule, computeSchedule, decodePart, numKvBlocks, numSmPartsDense } from "../../../src/mla/schedule.js";
+import { Rng } from "../../../src/numeric/random.js";
+
+test("numSmPartsDense() gives about one CTA per SM, like FlashMLA", () => {
+  assert.equal(numSmPartsDense(132, 1, 128, 1), 66); // 2 m-blocks
+  assert.equal(numSmPartsDense(132, 1, 16, 1), 132);
+  assert.equal(numSmPartsDense(132, 2, 128, 1), 33);
+  assert.equal(numSmPartsDense(132, 1, 128, 8), 16);
+  assert.equal(numSmPartsDense(1, 4, 128, 1), 1); // never 0
+});
+
+test("computeSchedule() splits one long request over every part", () => {
+  const s = computeSchedule([32768], 132);
+  checkSchedule([32768], s, 132);
+  const used = Array.from({ length: 132 }, (_, p) => decodePart(s.schedMeta, p)).filter((p) => p.beginReq < 1);
+  assert.ok(used.length > 100, `only ${used.length} parts used`);
+  assert.equal(s.numSplits[1], used.length);
+});
+
+test("computeSchedule() keeps empty requests unsplit and gives each one block", () => {
+  const lens = [0, 0, 100, 0];
+  const s = computeSchedule(lens, 8);
+  checkSchedule(lens, s, 8);
+  assert.equal(numKvBlocks(0), 1);
+  for (let i = 0; i < lens.length; i++) if (lens[i] === 0) assert.equal(s.numSplits[i + 1] - s.numSplits[i], 1);
+});
+
+test("computeSchedule() with more parts than work leaves trailing parts unused", () => {
+  const s = computeSchedule([10], 16);
+  checkSchedule([10], s, 16);
+  const p15 = decodePart(s.schedMeta, 15);
+  assert.equal(p15.beginReq, 1);
+});
+
+test("computeSchedule() satisfies the invariants on 400 seeded random batches", () => {
+  const rng = new Rng(1234);
+  for (let c = 0; c < 400; c++) {
+    const b = rng.int(1, 200);
+    const parts = rng.int(1, 140);
+    const mean = [1, 64, 500, 4096, 40000][rng.int(0, 5)];
+    const lens = Array.from({ length: b }, () => (rng.uniform() < 0.2 ? 0 : Math.max(1, Math.round(mean * (0.5 + rng.uniform())))));
+    const s = computeSchedule(lens, parts);
+    assert.doesNotThrow(() => checkSchedule(lens, s, parts), `case ${c}: b=${b} parts=${parts} mean=${mean}`);
+  }
+});
+
+test("checkSchedule() catches a block covered twice and a wrong numSplits", () => {
+  const lens = [640, 640];
+  const s = computeSchedule(lens, 4);
+  const broken = { schedMeta: s.schedMeta.slice(), numSplits: s.numSplits.slice() };
+  broken.schedMeta[8 + 2] = 0; // part 1 restarts its first request at block 0
+  assert.throws(() => checkSchedule(lens, broken, 4), /covered twice|bad block range|never scheduled|pieces/);
+  const wrong = { schedMeta: s.schedMeta.slice(), numSplits: s.numSplits.slice() };
+  wrong.numSplits[2] += 1;
+  assert.throws(() => checkSchedule(lens, wrong, 4), /pieces|slot/);
+});
