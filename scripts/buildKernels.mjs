@@ -24,6 +24,7 @@ const SOURCES = [
   "mla_decode/dense_decode_sm90.cu",
   "mla_decode/combine.cu",
   "mla_decode/reference_fp32.cu",
+  "mla_decode/test_fill.cu",
 ];
 
 const FLAGS = ["-O3", "-std=c++17", "-gencode", "arch=compute_90a,code=sm_90a", "-cubin", "-Xptxas", "-v", "-lineinfo"];

@@ -53,19 +53,9 @@ export interface DenseCase {
  * equal cases.
  */
 export function makeDenseCase(opts: DenseCaseOptions): DenseCase {
-  const { seed, b, s_q, h_q, h_kv, causal, dtype, extraBlocks = 0 } = opts;
+  const { seed, b, s_q, h_q, h_kv, causal, dtype } = opts;
   const rng = new Rng(seed);
-  const seqlens = drawSeqlens(rng, b, s_q, opts.seqlens);
-
-  const blocksOf = seqlens.map((len) => Math.ceil(len / PAGE));
-  const max_blocks = Math.max(1, ...blocksOf);
-  const num_blocks = Math.max(1, blocksOf.reduce((a, n) => a + n, 0) + extraBlocks);
-  const physical = rng.permutation(num_blocks);
-  const block_table = new Int32Array(b * max_blocks).fill(UNUSED_BLOCK_ID); // [b, max_blocks]
-  let next = 0;
-  for (let i = 0; i < b; i++) {
-    for (let k = 0; k < blocksOf[i]; k++) block_table[i * max_blocks + k] = physical[next++];
-  }
+  const { seqlens, block_table, max_blocks, num_blocks } = drawDenseLayout(rng, opts);
 
   const draw = dtype === "bf16" ? randomBf16 : randomFp16;
   const q = draw(rng, b * s_q * h_q * D_QK, { std: 0.1, clamp: 1 }); // [b, s_q, h_q, 576]
@@ -88,6 +78,31 @@ export function makeDenseCase(opts: DenseCaseOptions): DenseCase {
     headDimV: 512,
     seqlens,
   };
+}
+
+/** The paging layout of a dense case: lengths and a permuted block table (unused entries 2147480000). */
+export interface DenseLayout {
+  seqlens: number[];
+  /** [b, max_blocks] */
+  block_table: Int32Array;
+  max_blocks: number;
+  num_blocks: number;
+}
+
+/** Draws the lengths and block table of a dense case from `rng` (the first draws of makeDenseCase). */
+export function drawDenseLayout(rng: Rng, opts: Pick<DenseCaseOptions, "b" | "s_q" | "seqlens" | "extraBlocks">): DenseLayout {
+  const { b, s_q, extraBlocks = 0 } = opts;
+  const seqlens = drawSeqlens(rng, b, s_q, opts.seqlens);
+  const blocksOf = seqlens.map((len) => Math.ceil(len / PAGE));
+  const max_blocks = Math.max(1, ...blocksOf);
+  const num_blocks = Math.max(1, blocksOf.reduce((a, n) => a + n, 0) + extraBlocks);
+  const physical = rng.permutation(num_blocks);
+  const block_table = new Int32Array(b * max_blocks).fill(UNUSED_BLOCK_ID); // [b, max_blocks]
+  let next = 0;
+  for (let i = 0; i < b; i++) {
+    for (let k = 0; k < blocksOf[i]; k++) block_table[i * max_blocks + k] = physical[next++];
+  }
+  return { seqlens, block_table, max_blocks, num_blocks };
 }
 
 function drawSeqlens(rng: Rng, b: number, s_q: number, spec: DenseCaseOptions["seqlens"]): number[] {

@@ -1,0 +1,63 @@
+import { check } from "../driver/check.js";
+import { driverOn } from "../runtime/Device.js";
+import type { Kernel } from "../runtime/Kernel.js";
+import { Module } from "../runtime/Module.js";
+import type { CStruct } from "./CStruct.js";
+import { CombineParamsStruct, DenseParamsStruct, Fp8KvWriteParamsStruct, RefParamsStruct, SchedParamsStruct } from "./params.js";
+
+/** The loaded kernels of one device, each checked against its params mirror. */
+export interface DecodeKernels {
+  sched: Kernel;
+  denseBf16: Kernel;
+  denseFp16: Kernel;
+  denseSmemBytes: number;
+  combineBf16: Kernel;
+  combineFp16: Kernel;
+  fp8KvWrite: Kernel;
+  referenceFp32: Kernel;
+}
+
+const cache = new Map<number, DecodeKernels>();
+
+function readInt32Global(mod: Module, name: string, deviceOrdinal: number): Int32Array {
+  const { ptr, sizeBytes } = mod.getGlobal(name);
+  const out = new Int32Array(sizeBytes / 4);
+  check(driverOn(deviceOrdinal).cuMemcpyDtoH_v2(out, ptr, sizeBytes), "cuMemcpyDtoH_v2");
+  return out;
+}
+
+function checked(mod: Module, layoutSymbol: string, struct: CStruct<string>, deviceOrdinal: number): void {
+  struct.checkLayout(readInt32Global(mod, layoutSymbol, deviceOrdinal));
+}
+
+/** Loads (once per device) the cubins from dist/kernels and verifies every params layout. */
+export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
+  const hit = cache.get(deviceOrdinal);
+  if (hit) return hit;
+  const sched = Module.load("sched_meta", { deviceOrdinal });
+  checked(sched, "sched_params_layout", SchedParamsStruct, deviceOrdinal);
+  const dense = Module.load("dense_decode_sm90", { deviceOrdinal });
+  checked(dense, "dense_params_layout", DenseParamsStruct, deviceOrdinal);
+  const combine = Module.load("combine", { deviceOrdinal });
+  checked(combine, "combine_params_layout", CombineParamsStruct, deviceOrdinal);
+  const fp8 = Module.load("fp8_kv_writer", { deviceOrdinal });
+  checked(fp8, "fp8_kv_write_params_layout", Fp8KvWriteParamsStruct, deviceOrdinal);
+  const ref = Module.load("reference_fp32", { deviceOrdinal });
+  checked(ref, "ref_params_layout", RefParamsStruct, deviceOrdinal);
+
+  const denseSmemBytes = readInt32Global(dense, "mla_dense_decode_smem_bytes", deviceOrdinal)[0];
+  const k: DecodeKernels = {
+    sched: sched.getFunction("mla_sched_meta"),
+    denseBf16: dense.getFunction("mla_dense_decode_bf16_sm90"),
+    denseFp16: dense.getFunction("mla_dense_decode_fp16_sm90"),
+    denseSmemBytes,
+    combineBf16: combine.getFunction("mla_combine_bf16"),
+    combineFp16: combine.getFunction("mla_combine_fp16"),
+    fp8KvWrite: fp8.getFunction("fp8_kv_write_v32"),
+    referenceFp32: ref.getFunction("mla_dense_reference_fp32"),
+  };
+  k.denseBf16.maxDynamicSharedMemory = denseSmemBytes;
+  k.denseFp16.maxDynamicSharedMemory = denseSmemBytes;
+  cache.set(deviceOrdinal, k);
+  return k;
+}

@@ -1,0 +1,215 @@
+import { ArgumentError } from "../errors/ArgumentError.js";
+import { Device } from "../runtime/Device.js";
+import type { Stream } from "../runtime/Stream.js";
+import { Tensor } from "../runtime/Tensor.js";
+import { TensorMap } from "../runtime/TensorMap.js";
+import { checkSameDevice, checkScalar, checkTensor } from "./checkTensor.js";
+import { decodeKernels } from "./decodeKernels.js";
+import { MlaSchedMeta, type MlaSchedConfig } from "./MlaSchedMeta.js";
+import { CombineParamsStruct, DenseParamsStruct, SchedParamsStruct } from "./params.js";
+import { numSmPartsDense, numSplitSlots, SCHED_META_INTS } from "./schedule.js";
+
+const FN = "flashMlaWithKvcache";
+export const D_QK = 576;
+export const D_V = 512;
+export const DENSE_PAGE_BLOCK_SIZE = 64;
+const BLOCK_M = 64;
+
+/** Arguments of {@link flashMlaWithKvcache} (FlashMLA's `flash_mla_with_kvcache`, camelCased). */
+export interface FlashMlaWithKvcacheArgs {
+  /** [b, s_q, h_q, 576] bf16 or fp16 on the GPU; last dim contiguous, strides multiples of 8 elements. */
+  q: Tensor;
+  /** Dense: [num_blocks, 64, h_kv, 576] in q's dtype (page size 64); last dim contiguous. */
+  kCache: Tensor;
+  /** [b, max_blocks_per_seq] int32: physical block of each 64-token page of each request. */
+  blockTable?: Tensor;
+  /** [b] int32: tokens in each request's cache (0 gives out 0 and lse +inf). */
+  cacheSeqlens?: Tensor;
+  /** Must be 512. */
+  headDimV: number;
+  /** From getMlaMetadata(): filled by the first call of a decode step and reused by its layers. */
+  schedMeta: MlaSchedMeta;
+  /** @default 1 / sqrt(576) */
+  softmaxScale?: number;
+  /** With s_q > 1, query token j sees keys [0, s_k - (s_q - 1 - j)). Ignored when s_q = 1. @default false */
+  causal?: boolean;
+  /** Sparse FP8 decode (DeepSeek Sparse Attention). Not in this version: see issue "Sparse FP8 decode". */
+  isFp8Kvcache?: boolean;
+  indices?: Tensor;
+  topkLength?: Tensor;
+  attnSink?: Tensor;
+  /** Stream to enqueue on. @default the legacy default stream */
+  stream?: Stream;
+  /** Preallocated [b, s_q, h_q, 512] output in q's dtype (needed inside CUDA graph capture). */
+  out?: Tensor;
+  /** Preallocated [b, h_q, s_q] f32 output. */
+  lse?: Tensor;
+}
+
+export interface FlashMlaResult {
+  /** [b, s_q, h_q, 512], q's dtype. */
+  out: Tensor;
+  /** [b, h_q, s_q] f32, natural log. */
+  lse: Tensor;
+}
+
+interface DenseShape {
+  b: number;
+  s_q: number;
+  h_q: number;
+  h_kv: number;
+  num_blocks: number;
+  max_blocks_per_seq: number;
+  softmax_scale: number;
+  causal: boolean;
+}
+
+/** Validates every argument of the dense path before anything touches the GPU. Exported for tests. */
+export function validateDenseArgs(a: FlashMlaWithKvcacheArgs, requireCuda = true): DenseShape {
+  if (a === null || typeof a !== "object") throw new ArgumentError(FN, "args", "an options object", String(a));
+  if (a.indices !== undefined || a.isFp8Kvcache || a.topkLength !== undefined || a.attnSink !== undefined) {
+    throw new ArgumentError(FN, a.indices !== undefined ? "indices" : a.isFp8Kvcache ? "isFp8Kvcache" : a.topkLength !== undefined ? "topkLength" : "attnSink",
+      "the dense path (the sparse FP8 GPU kernel is not in this version; mlaDecodeReference computes sparse decode on the CPU)", "a sparse argument");
+  }
+  const device = requireCuda ? ("cuda" as const) : undefined;
+  const q = checkTensor(FN, "q", a.q, { dtypes: ["bf16", "fp16"], shape: [undefined, undefined, undefined, D_QK], dims: ["b", "s_q", "h_q", "d_qk"], lastDimContiguous: true, alignBytes: 16, device });
+  const [b, s_q, h_q] = q.shape;
+  if (b < 1) throw new ArgumentError(FN, "q", "b >= 1 (shape [b, s_q, h_q, 576])", `b = ${b}`);
+  if (s_q < 1) throw new ArgumentError(FN, "q", "s_q >= 1", `s_q = ${s_q}`);
+  if (h_q < 1) throw new ArgumentError(FN, "q", "h_q >= 1", `h_q = ${h_q}`);
+  const k = checkTensor(FN, "kCache", a.kCache, { dtypes: [q.dtype], shape: [undefined, undefined, undefined, D_QK], dims: ["num_blocks", "page_block_size", "h_kv", "d_qk"], lastDimContiguous: true, alignBytes: 16, device });
+  if (k.shape[1] !== DENSE_PAGE_BLOCK_SIZE) throw new ArgumentError(FN, "kCache", `page_block_size = ${DENSE_PAGE_BLOCK_SIZE} (dense decode pages hold 64 tokens)`, `${k.shape[1]}`);
+  const h_kv = k.shape[2];
+  if (h_kv < 1 || h_q % h_kv !== 0) throw new ArgumentError(FN, "kCache", `h_kv >= 1 dividing h_q = ${h_q}`, `h_kv = ${h_kv}`);
+  if (k.shape[0] < 1) throw new ArgumentError(FN, "kCache", "num_blocks >= 1", `${k.shape[0]}`);
+  if (a.blockTable === undefined) throw new ArgumentError(FN, "blockTable", "an int32 tensor [b, max_blocks_per_seq] (dense decode)", "undefined");
+  const bt = checkTensor(FN, "blockTable", a.blockTable, { dtypes: ["i32"], shape: [b, undefined], dims: ["b", "max_blocks_per_seq"], lastDimContiguous: true, device });
+  if (a.cacheSeqlens === undefined) throw new ArgumentError(FN, "cacheSeqlens", "an int32 tensor [b] (dense decode)", "undefined");
+  checkTensor(FN, "cacheSeqlens", a.cacheSeqlens, { dtypes: ["i32"], shape: [b], dims: ["b"], contiguous: true, device });
+  checkScalar(FN, "headDimV", a.headDimV, (v) => v === D_V, "512");
+  const softmax_scale = a.softmaxScale === undefined ? 1 / Math.sqrt(D_QK) : checkScalar(FN, "softmaxScale", a.softmaxScale, (v) => Number.isFinite(v) && v > 0, "a finite number > 0");
+  if (a.causal !== undefined && typeof a.causal !== "boolean") throw new ArgumentError(FN, "causal", "a boolean", typeof a.causal);
+  if (!(a.schedMeta instanceof MlaSchedMeta)) throw new ArgumentError(FN, "schedMeta", "the object getMlaMetadata() returns", a.schedMeta === undefined ? "undefined" : String(a.schedMeta));
+  if (a.out !== undefined) checkTensor(FN, "out", a.out, { dtypes: [q.dtype], shape: [b, s_q, h_q, D_V], dims: ["b", "s_q", "h_q", "d_v"], contiguous: true, alignBytes: 16, device });
+  if (a.lse !== undefined) checkTensor(FN, "lse", a.lse, { dtypes: ["f32"], shape: [b, h_q, s_q], dims: ["b", "h_q", "s_q"], contiguous: true, device });
+  checkSameDevice(FN, { q, kCache: k, blockTable: bt, cacheSeqlens: a.cacheSeqlens, out: a.out, lse: a.lse });
+  return { b, s_q, h_q, h_kv, num_blocks: k.shape[0], max_blocks_per_seq: bt.shape[1], softmax_scale, causal: s_q > 1 && a.causal === true };
+}
+
+function deviceOrdinalOf(t: Tensor): number {
+  return Number(t.device.slice("cuda:".length));
+}
+
+/** Fills the metadata on the GPU from cacheSeqlens (first call of a step) and sizes the workspace. */
+function initSchedMeta(meta: MlaSchedMeta, config: MlaSchedConfig, shape: DenseShape, cacheSeqlens: Tensor, stream: Stream | undefined): void {
+  const ordinal = deviceOrdinalOf(cacheSeqlens);
+  const k = decodeKernels(ordinal);
+  const device = Device.get(ordinal);
+  const parts = numSmPartsDense(device.smCount, shape.s_q, shape.h_q, shape.h_kv);
+  const slots = numSplitSlots(shape.b, parts);
+  const rowsPerKv = (shape.s_q * shape.h_q) / shape.h_kv;
+  meta.schedMeta = Tensor.emptyDevice([parts, SCHED_META_INTS], "i32", ordinal);
+  meta.numSplits = Tensor.emptyDevice([shape.b + 1], "i32", ordinal);
+  meta.oAccum = Tensor.emptyDevice([slots, shape.h_kv, rowsPerKv, D_V], "f32", ordinal);
+  meta.lseAccum = Tensor.emptyDevice([slots, shape.h_kv, rowsPerKv], "f32", ordinal);
+  meta.numSmParts = parts;
+  meta.numSplitSlots = slots;
+  const params = SchedParamsStruct.pack({ cache_seqlens: cacheSeqlens.ptr, sched_meta: meta.schedMeta.ptr, num_splits: meta.numSplits.ptr, b: shape.b, num_sm_parts: parts });
+  k.sched.launch({ grid: 1, block: 32, stream }, [{ kind: "bytes", value: params }]);
+  meta.config = config;
+}
+
+/**
+ * MLA decode attention over a paged latent KV cache on a Hopper GPU (FlashMLA's flash_mla_with_kvcache):
+ * split-KV main kernel over SM parts from the tile scheduler, then the log-sum-exp combine (launched
+ * with programmatic dependent launch). Everything is enqueued on `stream`; nothing syncs with the host.
+ *
+ * @example
+ * const meta = getMlaMetadata();
+ * for (const layer of layers) {
+ *   const { out, lse } = flashMlaWithKvcache({ q, kCache: layer.kCache, blockTable, cacheSeqlens, headDimV: 512, schedMeta: meta, causal: true });
+ * }
+ */
+export function flashMlaWithKvcache(args: FlashMlaWithKvcacheArgs): FlashMlaResult {
+  const shape = validateDenseArgs(args);
+  const { q, kCache, stream } = args;
+  const blockTable = args.blockTable!;
+  const cacheSeqlens = args.cacheSeqlens!;
+  const meta = args.schedMeta;
+  const config: MlaSchedConfig = { b: shape.b, s_q: shape.s_q, h_q: shape.h_q, h_kv: shape.h_kv, page_block_size: DENSE_PAGE_BLOCK_SIZE, causal: shape.causal, is_fp8_kvcache: false, topk: null };
+  meta.checkConfig(FN, config);
+  const ordinal = deviceOrdinalOf(q);
+  const k = decodeKernels(ordinal);
+  if (!meta.initialized) initSchedMeta(meta, config, shape, cacheSeqlens, stream);
+
+  const out = args.out ?? Tensor.emptyDevice([shape.b, shape.s_q, shape.h_q, D_V], q.dtype, ordinal);
+  const lse = args.lse ?? Tensor.emptyDevice([shape.b, shape.h_q, shape.s_q], "f32", ordinal);
+  const heads_per_kv = shape.h_q / shape.h_kv;
+  const rows_per_kv = shape.s_q * heads_per_kv;
+  const num_m_blocks = Math.ceil(rows_per_kv / BLOCK_M);
+
+  // [num_blocks, 64, h_kv, 576] viewed by TMA innermost first: {576 dims, h_kv, 64 tokens, num_blocks}.
+  const es = kCache.elementSize;
+  const tmap = TensorMap.encodeTiled({
+    dataType: q.dtype === "bf16" ? "bf16" : "fp16",
+    globalAddress: kCache.ptr,
+    globalDim: [D_QK, shape.h_kv, DENSE_PAGE_BLOCK_SIZE, shape.num_blocks],
+    globalStrides: [kCache.strides[2] * es, kCache.strides[1] * es, kCache.strides[0] * es],
+    boxDim: [64, 1, DENSE_PAGE_BLOCK_SIZE, 1],
+    swizzle: "128B",
+    l2Promotion: "256B",
+    deviceOrdinal: ordinal,
+  });
+  const params = DenseParamsStruct.pack({
+    tmap_kv: tmap,
+    q: q.ptr,
+    out: out.ptr,
+    lse: lse.ptr,
+    o_accum: meta.oAccum!.ptr,
+    lse_accum: meta.lseAccum!.ptr,
+    block_table: blockTable.ptr,
+    cache_seqlens: cacheSeqlens.ptr,
+    sched_meta: meta.schedMeta!.ptr,
+    num_splits: meta.numSplits!.ptr,
+    q_batch_stride: BigInt(q.strides[0]),
+    q_token_stride: BigInt(q.strides[1]),
+    q_head_stride: BigInt(q.strides[2]),
+    block_table_stride: BigInt(blockTable.strides[0]),
+    b: shape.b,
+    s_q: shape.s_q,
+    h_q: shape.h_q,
+    h_kv: shape.h_kv,
+    heads_per_kv,
+    rows_per_kv,
+    num_m_blocks,
+    max_blocks_per_seq: shape.max_blocks_per_seq,
+    num_sm_parts: meta.numSmParts,
+    num_blocks: shape.num_blocks,
+    causal: shape.causal ? 1 : 0,
+    softmax_scale: shape.softmax_scale,
+    scale_log2: shape.softmax_scale * Math.LOG2E,
+    pad0: 0,
+  });
+  const main = q.dtype === "bf16" ? k.denseBf16 : k.denseFp16;
+  main.launch({ grid: [num_m_blocks, shape.h_kv, meta.numSmParts], block: 384, sharedMemBytes: k.denseSmemBytes, stream }, [{ kind: "bytes", value: params }]);
+
+  const combineParams = CombineParamsStruct.pack({
+    o_accum: meta.oAccum!.ptr,
+    lse_accum: meta.lseAccum!.ptr,
+    num_splits: meta.numSplits!.ptr,
+    out: out.ptr,
+    lse: lse.ptr,
+    attn_sink: 0n,
+    b: shape.b,
+    s_q: shape.s_q,
+    h_q: shape.h_q,
+    h_kv: shape.h_kv,
+    heads_per_kv,
+    rows_per_kv,
+    num_split_slots: meta.numSplitSlots,
+    pad0: 0,
+  });
+  const combine = q.dtype === "bf16" ? k.combineBf16 : k.combineFp16;
+  combine.launch({ grid: [Math.ceil(rows_per_kv / 8), shape.h_kv, shape.b], block: 256, stream, pdl: true }, [{ kind: "bytes", value: combineParams }]);
+  return { out, lse };
+}

@@ -1,0 +1,76 @@
+import { ArgumentError } from "../errors/ArgumentError.js";
+import { Device } from "../runtime/Device.js";
+import { quantizeKvCacheV32 } from "../numeric/kvCacheFp8.js";
+import type { Stream } from "../runtime/Stream.js";
+import { Tensor } from "../runtime/Tensor.js";
+import { checkSameDevice, checkTensor } from "./checkTensor.js";
+import { decodeKernels } from "./decodeKernels.js";
+import { Fp8KvWriteParamsStruct } from "./params.js";
+
+export const FP8_TOKEN_BYTES = 656;
+
+export interface WriteKvCacheFp8Args {
+  /** [num_tokens, 576] bf16 on the GPU: the new latent tokens; last dim contiguous, rows 16-B aligned. */
+  kv: Tensor;
+  /** [num_tokens] int32: physical slot block * page_block_size + offset per token; -1 (or any slot outside the cache) skips it. */
+  slotMapping: Tensor;
+  /** [num_blocks, page_block_size, 1, 656] u8 or fp8_e4m3: the V32 FP8 cache; token stride 656 B, block stride a multiple of 16 B. */
+  kCache: Tensor;
+  stream?: Stream;
+}
+
+/**
+ * Quantizes bf16 latent tokens into the V32 FP8 KV cache (656 bytes per token: 512 e4m3, 4 f32 tile
+ * scales, 64 bf16 RoPE) at the given slots, on the GPU. Bit-identical to quantizeKvCacheV32 on the CPU.
+ */
+export function writeKvCacheFp8(args: WriteKvCacheFp8Args): void {
+  const fn = "writeKvCacheFp8";
+  const kv = checkTensor(fn, "kv", args.kv, { dtypes: ["bf16"], shape: [undefined, 576], dims: ["num_tokens", "d_qk"], lastDimContiguous: true, alignBytes: 16, device: "cuda" });
+  const n = kv.shape[0];
+  const slots = checkTensor(fn, "slotMapping", args.slotMapping, { dtypes: ["i32"], shape: [n], dims: ["num_tokens"], contiguous: true, device: "cuda" });
+  const cache = checkTensor(fn, "kCache", args.kCache, { dtypes: ["u8", "fp8_e4m3"], shape: [undefined, undefined, 1, FP8_TOKEN_BYTES], dims: ["num_blocks", "page_block_size", "h_kv", "token_bytes"], lastDimContiguous: true, device: "cuda" });
+  if (cache.shape[1] > 1 && cache.strides[1] !== FP8_TOKEN_BYTES) throw new ArgumentError(fn, "kCache", `a token stride of ${FP8_TOKEN_BYTES} bytes`, `${cache.strides[1]}`);
+  if (cache.shape[0] > 1 && cache.strides[0] % 16 !== 0) throw new ArgumentError(fn, "kCache", "a block stride that is a multiple of 16 bytes", `${cache.strides[0]}`);
+  if (cache.ptr % 16n !== 0n) throw new ArgumentError(fn, "kCache", "data aligned to 16 bytes", `address 0x${cache.ptr.toString(16)}`);
+  checkSameDevice(fn, { kv, slotMapping: slots, kCache: cache });
+  if (n === 0) return;
+  const ordinal = Number(kv.device.slice(5));
+  const params = Fp8KvWriteParamsStruct.pack({
+    kv: kv.ptr,
+    slot_mapping: slots.ptr,
+    cache: cache.ptr,
+    kv_stride: BigInt(kv.strides[0]),
+    cache_block_stride: BigInt(cache.shape[0] > 1 ? cache.strides[0] : cache.shape[1] * FP8_TOKEN_BYTES),
+    num_tokens: n,
+    page_block_size: cache.shape[1],
+    num_slots: cache.shape[0] * cache.shape[1],
+    pad0: 0,
+  });
+  decodeKernels(ordinal).fp8KvWrite.launch({ grid: Math.ceil(n / 8), block: 256, stream: args.stream }, [{ kind: "bytes", value: params }]);
+}
+
+/**
+ * Quantizes [num_tokens, 576] bf16 tokens to [num_tokens, 656] V32 FP8 bytes: on the GPU for a CUDA
+ * tensor (through writeKvCacheFp8), on the CPU for a host tensor. Both give the same bytes.
+ */
+export function quantizeKvCacheFp8(kv: Tensor, stream?: Stream): Tensor {
+  const fn = "quantizeKvCacheFp8";
+  checkTensor(fn, "kv", kv, { dtypes: ["bf16"], shape: [undefined, 576], dims: ["num_tokens", "d_qk"], lastDimContiguous: true });
+  const n = kv.shape[0];
+  if (!kv.isCuda) {
+    const host = kv.contiguousHost();
+    return Tensor.fromHost(quantizeKvCacheV32(host.host as Uint16Array), [n, FP8_TOKEN_BYTES], "u8");
+  }
+  const ordinal = Number(kv.device.slice(5));
+  const out = Tensor.emptyDevice([n, 1, 1, FP8_TOKEN_BYTES], "u8", ordinal);
+  const slots = Tensor.toDevice(Tensor.fromHost(Int32Array.from({ length: n }, (_, i) => i), [n], "i32"), ordinal);
+  try {
+    writeKvCacheFp8({ kv, slotMapping: slots, kCache: out, stream });
+  } finally {
+    // The slot tensor must outlive the kernel that reads it.
+    if (stream) stream.synchronize();
+    else Device.get(ordinal).synchronize();
+    slots.dispose();
+  }
+  return out.reshape([n, FP8_TOKEN_BYTES]);
+}

@@ -1,0 +1,282 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { flashMlaWithKvcache } from "../../../src/mla/flashMlaWithKvcache.js";
+import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
+import { mlaDecodeReference } from "../../../src/mla/mlaDecodeReference.js";
+import { mlaDecodeReferenceGpu } from "../../../src/mla/mlaDecodeReferenceGpu.js";
+import { checkSchedule, computeSchedule } from "../../../src/mla/schedule.js";
+import { assertClose, DENSE_LSE_TOL, DENSE_OUT_TOL, type Tolerance } from "../../../src/numeric/compare.js";
+import { bf16ArrayToF32 } from "../../../src/numeric/bf16.js";
+import { fp16ArrayToF32 } from "../../../src/numeric/fp16.js";
+import { Rng } from "../../../src/numeric/random.js";
+import { Device } from "../../../src/runtime/Device.js";
+import { Graph } from "../../../src/runtime/Graph.js";
+import { Stream } from "../../../src/runtime/Stream.js";
+import { Tensor } from "../../../src/runtime/Tensor.js";
+import { describeGpu } from "../../helpers/gpu.js";
+import { makeDenseCase } from "../../helpers/makeDecodeCase.js";
+import { makeDenseCaseGpu, referenceRowsOnHost, uploadDenseCase, type GpuDenseCase } from "../../helpers/gpuDecodeCase.js";
+
+/** FlashMLA's 16 (h_q, h_kv) pairs (FLASHMLA.md §4). */
+const HEAD_PAIRS: Array<[number, number]> = [
+  [1, 1], [3, 1], [3, 3], [9, 1], [9, 3], [63, 1], [63, 3], [64, 1], [64, 2], [64, 8], [126, 1], [126, 2], [126, 3], [128, 1], [128, 2], [128, 8],
+];
+
+/** FLASHMLA_DENSE_GRID=quick runs a reduced grid (for iterating on a kernel); the default is FlashMLA's. */
+const QUICK = process.env.FLASHMLA_DENSE_GRID === "quick";
+
+function halfToF32(t: Tensor): Float32Array {
+  const h = t.toHost();
+  return t.dtype === "fp16" ? fp16ArrayToF32(h.host as Uint16Array) : bf16ArrayToF32(h.host as Uint16Array);
+}
+
+function run(c: GpuDenseCase, stream?: Stream) {
+  const meta = getMlaMetadata();
+  try {
+    const { out, lse } = flashMlaWithKvcache({ ...c, schedMeta: meta, stream });
+    return { out, lse, meta };
+  } catch (e) {
+    meta.dispose();
+    throw e;
+  }
+}
+
+/** Runs the kernel on `c` and checks every element against the float64 CPU reference (host cases). */
+function checkAgainstCpu(c: GpuDenseCase, label: string, outTol: Tolerance = DENSE_OUT_TOL): void {
+  const { out, lse, meta } = run(c);
+  try {
+    const ref = mlaDecodeReference(c.host!);
+    const [b, s_q, h_q] = c.q.shape;
+    assertClose(halfToF32(out), ref.outF32, outTol, { shape: [b, s_q, h_q, 512], name: `out (${label})`, roundReferenceTo: c.q.dtype as "bf16" | "fp16" });
+    assertClose(lse.toHost().host as Float32Array, ref.lse.host as Float32Array, DENSE_LSE_TOL, { shape: [b, h_q, s_q], name: `lse (${label})` });
+  } finally {
+    out.dispose();
+    lse.dispose();
+    meta.dispose();
+  }
+}
+
+/**
+ * Large shapes: every element against the fp32 GPU reference, and a seeded sample of rows against the
+ * float64 CPU reference (only those requests' KV blocks are copied back).
+ */
+function checkLargeCase(c: GpuDenseCase, label: string, rng: Rng, sampleRows = 3): void {
+  const { out, lse, meta } = run(c);
+  const ref = mlaDecodeReferenceGpu({ ...c });
+  try {
+    const [b, s_q, h_q] = c.q.shape;
+    const outF32 = halfToF32(out);
+    const lseHost = lse.toHost().host as Float32Array;
+    assertClose(outF32, ref.out.toHost().host as Float32Array, DENSE_OUT_TOL, { shape: [b, s_q, h_q, 512], name: `out vs fp32 GPU reference (${label})`, roundReferenceTo: c.q.dtype as "bf16" | "fp16" });
+    assertClose(lseHost, ref.lse.toHost().host as Float32Array, { abs: 1e-5, rel: 8.01 / 65536 }, { shape: [b, h_q, s_q], name: `lse vs fp32 GPU reference (${label})` });
+    for (let k = 0; k < sampleRows; k++) {
+      const req = rng.int(0, b), token = rng.int(0, s_q), head = rng.int(0, h_q);
+      const [row] = referenceRowsOnHost(c, req, [{ token, head }]);
+      const base = ((req * s_q + token) * h_q + head) * 512;
+      assertClose(outF32.subarray(base, base + 512), row.out, DENSE_OUT_TOL, { name: `out row (req ${req}, token ${token}, head ${head}) vs CPU (${label})`, roundReferenceTo: c.q.dtype as "bf16" | "fp16" });
+      assertClose([lseHost[(req * h_q + head) * s_q + token]], [row.lse], DENSE_LSE_TOL, { name: `lse row (req ${req}, token ${token}, head ${head}) vs CPU (${label})` });
+    }
+  } finally {
+    for (const t of [out, lse, ref.out, ref.lse]) t.dispose();
+    meta.dispose();
+  }
+}
+
+describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
+  test("the scheduler kernel's metadata equals the CPU twin and satisfies the invariants", () => {
+    const rng = new Rng(7);
+    for (let i = 0; i < 40; i++) {
+      const b = rng.int(1, 130);
+      const lens = Array.from({ length: b }, () => (rng.uniform() < 0.2 ? 0 : rng.int(1, 20000)));
+      const c = makeDenseCaseGpu({ seed: 100 + i, b, s_q: 1, h_q: [16, 64, 128][i % 3], h_kv: 1, seqlens: lens, causal: false, dtype: "bf16" });
+      const { out, lse, meta } = run(c);
+      try {
+        Device.get().synchronize();
+        const gpu = { schedMeta: meta.schedMeta!.toHost().host as Int32Array, numSplits: meta.numSplits!.toHost().host as Int32Array };
+        const cpu = computeSchedule(lens, meta.numSmParts);
+        assert.deepEqual(gpu.schedMeta, cpu.schedMeta, `case ${i}: sched_meta differs`);
+        assert.deepEqual(gpu.numSplits, cpu.numSplits, `case ${i}: num_splits differs`);
+        checkSchedule(lens, gpu, meta.numSmParts);
+      } finally {
+        out.dispose(); lse.dispose(); meta.dispose(); c.dispose();
+      }
+    }
+  });
+
+  test("matches the float64 CPU reference on every element of small shapes", () => {
+    let n = 0;
+    for (const b of [1, 2]) for (const s_q of [1, 2, 4]) for (const s_k of [1, 20, 140]) for (const [h_q, h_kv] of HEAD_PAIRS) for (const varlen of [false, true]) for (const causal of [false, true]) {
+      if (QUICK && (h_q % 3 === 0 || (varlen && causal))) continue;
+      const seed = 1000 + n;
+      const host = makeDenseCase({ seed, b, s_q, h_q, h_kv, seqlens: { mean: s_k, varlen }, causal, dtype: "bf16", extraBlocks: 2 });
+      const c = uploadDenseCase(host);
+      try {
+        checkAgainstCpu(c, `seed ${seed} b=${b} s_q=${s_q} s_k=${s_k} h_q=${h_q} h_kv=${h_kv} varlen=${varlen} causal=${causal}`);
+      } finally {
+        c.dispose();
+      }
+      n++;
+    }
+    console.log(`# small grid: ${n} cases checked element by element against the CPU reference`);
+  });
+
+  test("fp16 q and cache match the CPU reference", () => {
+    let n = 0;
+    for (const [h_q, h_kv] of [[1, 1], [64, 1], [128, 2], [126, 3]] as const) for (const s_q of [1, 2]) {
+      const host = makeDenseCase({ seed: 5000 + n, b: 3, s_q, h_q, h_kv, seqlens: { mean: 300, varlen: true }, causal: true, dtype: "fp16" });
+      const c = uploadDenseCase(host);
+      try {
+        checkAgainstCpu(c, `fp16 h_q=${h_q} h_kv=${h_kv} s_q=${s_q}`);
+      } finally {
+        c.dispose();
+      }
+      n++;
+    }
+  });
+
+  test("seeded random shapes (s_k not a multiple of 64, s_k = 1, b = 1, h_q = 1) match the CPU reference", () => {
+    const rng = new Rng(99);
+    for (let i = 0; i < (QUICK ? 10 : 40); i++) {
+      const h_kv = [1, 1, 2, 3][rng.int(0, 4)];
+      const h_q = h_kv * rng.int(1, Math.floor(128 / h_kv) + 1);
+      const b = rng.int(1, 5), s_q = rng.int(1, 5);
+      const lens = Array.from({ length: b }, () => [0, 1, rng.int(1, 64), rng.int(65, 700)][rng.int(0, 4)]);
+      const host = makeDenseCase({ seed: 7000 + i, b, s_q, h_q, h_kv, seqlens: lens, causal: rng.uniform() < 0.5, dtype: "bf16", extraBlocks: 1 });
+      const c = uploadDenseCase(host);
+      try {
+        checkAgainstCpu(c, `random #${i} b=${b} s_q=${s_q} h_q=${h_q} h_kv=${h_kv} lens=${lens.join(",")}`);
+      } finally {
+        c.dispose();
+      }
+    }
+  });
+
+  test("the fp32 GPU reference agrees with the float64 CPU reference on small shapes", () => {
+    for (const [i, [h_q, h_kv, s_q]] of ([[1, 1, 1], [64, 1, 2], [128, 2, 4], [9, 3, 2]] as const).entries()) {
+      const host = makeDenseCase({ seed: 8000 + i, b: 2, s_q, h_q, h_kv, seqlens: { mean: 200, varlen: true }, causal: true, dtype: "bf16" });
+      const c = uploadDenseCase(host);
+      const ref = mlaDecodeReferenceGpu({ ...c });
+      try {
+        const cpu = mlaDecodeReference(host);
+        assertClose(ref.out.toHost().host as Float32Array, cpu.outF32, { abs: 1e-5, rel: 1e-4, cos: 1e-9 }, { name: "fp32 GPU reference out" });
+        assertClose(ref.lse.toHost().host as Float32Array, cpu.lse.host as Float32Array, { abs: 1e-5, rel: 1e-6 }, { name: "fp32 GPU reference lse" });
+      } finally {
+        ref.out.dispose(); ref.lse.dispose(); c.dispose();
+      }
+    }
+  });
+
+  test("FlashMLA's dense grid: every element vs the fp32 GPU reference, sampled rows vs the CPU reference", () => {
+    const rng = new Rng(4242);
+    let n = 0;
+    const bs = QUICK ? [2, 64] : [1, 2, 6, 64];
+    const sks = QUICK ? [140, 4096] : [20, 140, 4096];
+    const t0 = Date.now();
+    for (const b of bs) for (const s_q of [1, 2, 4]) for (const s_k of sks) for (const [h_q, h_kv] of HEAD_PAIRS) for (const varlen of [false, true]) for (const causal of [false, true]) {
+      if (QUICK && (varlen !== causal || h_q % 3 === 0)) continue;
+      const seed = 20000 + n;
+      const c = makeDenseCaseGpu({ seed, b, s_q, h_q, h_kv, seqlens: { mean: s_k, varlen }, causal, dtype: "bf16" });
+      try {
+        checkLargeCase(c, `seed ${seed} b=${b} s_q=${s_q} s_k=${s_k} h_q=${h_q} h_kv=${h_kv} varlen=${varlen} causal=${causal}`, rng, 2);
+      } finally {
+        c.dispose();
+      }
+      n++;
+    }
+    console.log(`# FlashMLA dense grid: ${n} cases, ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  });
+
+  test("FlashMLA's corner cases: b = 128, s_q = 2, s_k = 4096, varlen with zero lengths, all head pairs x causal", () => {
+    const rng = new Rng(31337);
+    let n = 0;
+    for (const [h_q, h_kv] of HEAD_PAIRS) for (const causal of [false, true]) {
+      const c = makeDenseCaseGpu({ seed: 40000 + n, b: 128, s_q: 2, h_q, h_kv, seqlens: { mean: 4096, varlen: true, zeroFraction: 0.5 }, causal, dtype: "bf16" });
+      try {
+        assert.ok(c.seqlens.some((l) => l === 0), "the case has empty requests");
+        checkLargeCase(c, `corner h_q=${h_q} h_kv=${h_kv} causal=${causal}`, rng, 2);
+        // Empty requests: out exactly 0 and lse exactly +inf.
+      } finally {
+        c.dispose();
+      }
+      n++;
+    }
+  });
+
+  test("empty requests give out = 0 and lse = +inf exactly", () => {
+    const host = makeDenseCase({ seed: 3, b: 4, s_q: 2, h_q: 16, h_kv: 1, seqlens: [0, 70, 0, 1], causal: true, dtype: "bf16" });
+    const c = uploadDenseCase(host);
+    const { out, lse, meta } = run(c);
+    try {
+      const o = out.toHost().host as Uint16Array, l = lse.toHost().host as Float32Array;
+      for (const req of [0, 2]) {
+        for (let i = 0; i < 2 * 16 * 512; i++) assert.equal(o[req * 2 * 16 * 512 + i], 0, `out of empty request ${req}`);
+        for (let i = 0; i < 16 * 2; i++) assert.equal(l[req * 32 + i], Infinity, `lse of empty request ${req}`);
+      }
+      // Causal with s_q = 2 and one key: token 0 sees no key (seqlen - 1 = 0), token 1 sees it.
+      for (let h = 0; h < 16; h++) {
+        assert.equal(l[(3 * 16 + h) * 2 + 0], Infinity);
+        assert.ok(Number.isFinite(l[(3 * 16 + h) * 2 + 1]));
+      }
+    } finally {
+      out.dispose(); lse.dispose(); meta.dispose(); c.dispose();
+    }
+  });
+
+  test("the same inputs give bit-identical outputs from run to run (split and unsplit requests)", () => {
+    const c = makeDenseCaseGpu({ seed: 77, b: 9, s_q: 2, h_q: 128, h_kv: 1, seqlens: { mean: 6000, varlen: true }, causal: true, dtype: "bf16" });
+    try {
+      const first = run(c);
+      const o1 = first.out.toHost().host as Uint16Array, l1 = first.lse.toHost().host as Float32Array;
+      for (let k = 0; k < 5; k++) {
+        const again = run(c);
+        assert.deepEqual(again.out.toHost().host, o1, `out differs on run ${k + 2}`);
+        assert.deepEqual(again.lse.toHost().host, l1, `lse differs on run ${k + 2}`);
+        again.out.dispose(); again.lse.dispose(); again.meta.dispose();
+      }
+      first.out.dispose(); first.lse.dispose(); first.meta.dispose();
+    } finally {
+      c.dispose();
+    }
+  });
+
+  test("a 60-layer decode step captured as a CUDA graph gives the eager outputs", () => {
+    const layers = 60;
+    const c = makeDenseCaseGpu({ seed: 11, b: 16, s_q: 2, h_q: 128, h_kv: 1, seqlens: { mean: 2000, varlen: true }, causal: true, dtype: "bf16" });
+    const stream = Stream.create();
+    // Each layer has its own queries (same lengths); the cache is shared to keep memory small.
+    const others = Array.from({ length: layers - 1 }, (_, i) => makeDenseCaseGpu({ seed: 500 + i, b: 16, s_q: 2, h_q: 128, h_kv: 1, seqlens: c.seqlens, causal: true, dtype: "bf16" }));
+    const qs = [c.q, ...others.map((o) => o.q)];
+    const outs = qs.map(() => Tensor.emptyDevice([16, 2, 128, 512], "bf16"));
+    const lses = qs.map(() => Tensor.emptyDevice([16, 128, 2], "f32"));
+    const meta = getMlaMetadata();
+    try {
+      // Eager run (also fills the metadata, so the capture allocates nothing).
+      const step = () => {
+        for (let i = 0; i < layers; i++) flashMlaWithKvcache({ ...c, q: qs[i], schedMeta: meta, stream, out: outs[i], lse: lses[i] });
+      };
+      step();
+      stream.synchronize();
+      const eager = outs.map((o) => o.toHost().host as Uint16Array);
+      const eagerLse = lses.map((l) => l.toHost().host as Float32Array);
+      for (const o of outs) o.buffer!.memset8(0xff);
+      for (const l of lses) l.buffer!.memset8(0xff);
+      stream.synchronize();
+      const graph = Graph.capture(stream, step);
+      try {
+        graph.launch(stream);
+        graph.launch(stream);
+        stream.synchronize();
+        outs.forEach((o, i) => assert.deepEqual(o.toHost().host, eager[i], `layer ${i}: graph out differs from eager`));
+        lses.forEach((l, i) => assert.deepEqual(l.toHost().host, eagerLse[i], `layer ${i}: graph lse differs from eager`));
+      } finally {
+        graph.dispose();
+      }
+    } finally {
+      meta.dispose();
+      stream.dispose();
+      for (const t of [...outs, ...lses]) t.dispose();
+      for (const o of others) o.dispose();
+      c.dispose();
+    }
+  });
+});
