@@ -42,7 +42,8 @@ export class Device {
     const api = loadDriver();
     const name = new Uint8Array(256);
     check(api.cuDeviceGetName(name, name.length, handle), "cuDeviceGetName");
-    this.name = new TextDecoder().decode(name.subarray(0, Math.max(0, name.indexOf(0))));
+    const end = name.indexOf(0);
+    this.name = new TextDecoder().decode(end < 0 ? name : name.subarray(0, end));
     this.computeCapability = Object.freeze({
       major: this.attribute(CUdeviceAttribute.COMPUTE_CAPABILITY_MAJOR),
       minor: this.attribute(CUdeviceAttribute.COMPUTE_CAPABILITY_MINOR),

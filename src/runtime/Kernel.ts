@@ -99,14 +99,13 @@ export class Kernel {
         const params: KernelParamInfo[] = [];
         const offset = new BigUint64Array(1);
         const size = new BigUint64Array(1);
-        for (;;) {
-          const rc = getParamInfo(this.handle, params.length, offset, size);
-          // The driver answers CUDA_ERROR_INVALID_VALUE for the first index past the last parameter.
-          if (rc === CUresult.ERROR_INVALID_VALUE) break;
-          check(rc, "cuFuncGetParamInfo");
+        let rc: number;
+        while ((rc = getParamInfo(this.handle, params.length, offset, size)) === CUresult.SUCCESS) {
           params.push({ offset: Number(offset[0]), sizeBytes: Number(size[0]) });
         }
-        this.#paramInfo = params;
+        // CUDA_ERROR_INVALID_VALUE marks the first index past the last parameter; any other answer
+        // means the driver cannot describe this function, so launches go unchecked.
+        this.#paramInfo = rc === CUresult.ERROR_INVALID_VALUE ? params : null;
       }
     }
     return this.#paramInfo ?? undefined;
