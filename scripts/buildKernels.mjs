@@ -25,6 +25,8 @@ const SOURCES = [
   "mla_decode/combine.cu",
   "mla_decode/reference_fp32.cu",
   "mla_decode/test_fill.cu",
+  "bench/ceilings.cu",
+  "bench/bench_spin.cu",
 ];
 
 const FLAGS = ["-O3", "-std=c++17", "-gencode", "arch=compute_90a,code=sm_90a", "-cubin", "-Xptxas", "-v", "-lineinfo"];
