@@ -22,6 +22,7 @@ const SOURCES = [
   "kv_cache/fp8_kv_writer.cu",
   "mla_decode/sched_meta.cu",
   "mla_decode/dense_decode_sm90.cu",
+  "mla_decode/dense_seesaw_sm90.cu",
   "mla_decode/combine.cu",
   "mla_decode/reference_fp32.cu",
   "mla_decode/test_fill.cu",

@@ -64,6 +64,12 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
+// bar.arrive: signal a named barrier without waiting (the producer side of a bar.arrive/bar.sync pair;
+// like bar.sync it orders this thread's earlier shared-memory writes before the waiters continue).
+__device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
 // ---- TMA: cp.async.bulk.tensor (PTX ISA §9.7.9.25) -------------------------------------------------
 
 // createpolicy.fractional.L2::evict_first: the K/V stream is read once per CTA (FlashMLA's hint).
@@ -156,6 +162,29 @@ __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t desc
   }
 }
 
+// wgmma.mma_async m64n64k16 with A from registers and B from shared memory (K-major): the RoPE tile of
+// Q·Kᵀ once Q's last tile has been moved to registers (its smem then holds a P tile).
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b) {
+  if constexpr (T::is_fp16) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%"
+        "27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
+        : FLASHMLA_ACC32(d)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%"
+        "27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
+        : FLASHMLA_ACC32(d)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+  }
+}
+
 // wgmma.mma_async m64n256k16 with A from registers (4 x b32 of 16-bit pairs) and B from shared memory
 // read MN-major (imm-trans-b = 1): O (+)= P·V where V is the K tile itself (HOPPER-NOTES §1.2).
 template <typename T>
@@ -187,6 +216,25 @@ __device__ __forceinline__ void wgmma_m64n256k16_rs_transb(float (&d)[128], cons
                  ", {%128,%129,%130,%131}, %132, p, 1, 1, 1;\n}\n"
                  : FLASHMLA_ACC128(d)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+  }
+}
+
+// wgmma.mma_async m64n256k16 with A from shared memory (K-major, e.g. a P tile another warpgroup stored)
+// and B read MN-major (imm-trans-b = 1): O += P·V.
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n256k16_ss_transb(float (&d)[128], uint64_t desc_a, uint64_t desc_b) {
+  if constexpr (T::is_fp16) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " FLASHMLA_ACC128_OPS
+                 ", %128, %129, p, 1, 1, 0, 1;\n}\n"
+                 : FLASHMLA_ACC128(d)
+                 : "l"(desc_a), "l"(desc_b));
+  } else {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " FLASHMLA_ACC128_OPS
+                 ", %128, %129, p, 1, 1, 0, 1;\n}\n"
+                 : FLASHMLA_ACC128(d)
+                 : "l"(desc_a), "l"(desc_b));
   }
 }
 

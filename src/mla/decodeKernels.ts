@@ -11,6 +11,9 @@ export interface DecodeKernels {
   denseBf16: Kernel;
   denseFp16: Kernel;
   denseSmemBytes: number;
+  seesawBf16: Kernel;
+  seesawFp16: Kernel;
+  seesawSmemBytes: number;
   combineBf16: Kernel;
   combineFp16: Kernel;
   fp8KvWrite: Kernel;
@@ -38,6 +41,8 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
   checked(sched, "sched_params_layout", SchedParamsStruct, deviceOrdinal);
   const dense = Module.load("dense_decode_sm90", { deviceOrdinal });
   checked(dense, "dense_params_layout", DenseParamsStruct, deviceOrdinal);
+  const seesaw = Module.load("dense_seesaw_sm90", { deviceOrdinal });
+  checked(seesaw, "dense_seesaw_params_layout", DenseParamsStruct, deviceOrdinal);
   const combine = Module.load("combine", { deviceOrdinal });
   checked(combine, "combine_params_layout", CombineParamsStruct, deviceOrdinal);
   const fp8 = Module.load("fp8_kv_writer", { deviceOrdinal });
@@ -46,11 +51,15 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
   checked(ref, "ref_params_layout", RefParamsStruct, deviceOrdinal);
 
   const denseSmemBytes = readInt32Global(dense, "mla_dense_decode_smem_bytes", deviceOrdinal)[0];
+  const seesawSmemBytes = readInt32Global(seesaw, "mla_dense_seesaw_smem_bytes", deviceOrdinal)[0];
   const k: DecodeKernels = {
     sched: sched.getFunction("mla_sched_meta"),
     denseBf16: dense.getFunction("mla_dense_decode_bf16_sm90"),
     denseFp16: dense.getFunction("mla_dense_decode_fp16_sm90"),
     denseSmemBytes,
+    seesawBf16: seesaw.getFunction("mla_dense_seesaw_bf16_sm90"),
+    seesawFp16: seesaw.getFunction("mla_dense_seesaw_fp16_sm90"),
+    seesawSmemBytes,
     combineBf16: combine.getFunction("mla_combine_bf16"),
     combineFp16: combine.getFunction("mla_combine_fp16"),
     fp8KvWrite: fp8.getFunction("fp8_kv_write_v32"),
@@ -58,6 +67,8 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
   };
   k.denseBf16.maxDynamicSharedMemory = denseSmemBytes;
   k.denseFp16.maxDynamicSharedMemory = denseSmemBytes;
+  k.seesawBf16.maxDynamicSharedMemory = seesawSmemBytes;
+  k.seesawFp16.maxDynamicSharedMemory = seesawSmemBytes;
   cache.set(deviceOrdinal, k);
   return k;
 }

@@ -40,11 +40,19 @@ export interface FlashMlaWithKvcacheArgs {
   attnSink?: Tensor;
   /** Stream to enqueue on. @default the legacy default stream */
   stream?: Stream;
+  /**
+   * Which dense main kernel runs: "seesaw" (two warpgroups sharing one online softmax, FlashMLA's
+   * schedule) or "v1" (the first tensor-core kernel, kept for comparison). @default "seesaw"
+   */
+  kernel?: DenseKernelName;
   /** Preallocated [b, s_q, h_q, 512] output in q's dtype (needed inside CUDA graph capture). */
   out?: Tensor;
   /** Preallocated [b, h_q, s_q] f32 output. */
   lse?: Tensor;
 }
+
+export type DenseKernelName = "seesaw" | "v1";
+export const DENSE_KERNELS: readonly DenseKernelName[] = ["seesaw", "v1"];
 
 export interface FlashMlaResult {
   /** [b, s_q, h_q, 512], q's dtype. */
@@ -90,6 +98,7 @@ export function validateDenseArgs(a: FlashMlaWithKvcacheArgs, requireCuda = true
   const softmax_scale = a.softmaxScale === undefined ? 1 / Math.sqrt(D_QK) : checkScalar(FN, "softmaxScale", a.softmaxScale, (v) => Number.isFinite(v) && v > 0, "a finite number > 0");
   if (a.causal !== undefined && typeof a.causal !== "boolean") throw new ArgumentError(FN, "causal", "a boolean", typeof a.causal);
   if (!(a.schedMeta instanceof MlaSchedMeta)) throw new ArgumentError(FN, "schedMeta", "the object getMlaMetadata() returns", a.schedMeta === undefined ? "undefined" : String(a.schedMeta));
+  if (a.kernel !== undefined && !DENSE_KERNELS.includes(a.kernel)) throw new ArgumentError(FN, "kernel", DENSE_KERNELS.map((k) => `"${k}"`).join(" or "), JSON.stringify(a.kernel));
   if (a.out !== undefined) checkTensor(FN, "out", a.out, { dtypes: [q.dtype], shape: [b, s_q, h_q, D_V], dims: ["b", "s_q", "h_q", "d_v"], contiguous: true, alignBytes: 16, device });
   if (a.lse !== undefined) checkTensor(FN, "lse", a.lse, { dtypes: ["f32"], shape: [b, h_q, s_q], dims: ["b", "h_q", "s_q"], contiguous: true, device });
   checkSameDevice(FN, { q, kCache: k, blockTable: bt, cacheSeqlens: a.cacheSeqlens, out: a.out, lse: a.lse });
@@ -190,8 +199,14 @@ export function flashMlaWithKvcache(args: FlashMlaWithKvcacheArgs): FlashMlaResu
     scale_log2: shape.softmax_scale * Math.LOG2E,
     pad0: 0,
   });
-  const main = q.dtype === "bf16" ? k.denseBf16 : k.denseFp16;
-  main.launch({ grid: [num_m_blocks, shape.h_kv, meta.numSmParts], block: 384, sharedMemBytes: k.denseSmemBytes, stream }, [{ kind: "bytes", value: params }]);
+  const grid: [number, number, number] = [num_m_blocks, shape.h_kv, meta.numSmParts];
+  if ((args.kernel ?? "seesaw") === "seesaw") {
+    const main = q.dtype === "bf16" ? k.seesawBf16 : k.seesawFp16;
+    main.launch({ grid, block: 256, sharedMemBytes: k.seesawSmemBytes, stream }, [{ kind: "bytes", value: params }]);
+  } else {
+    const main = q.dtype === "bf16" ? k.denseBf16 : k.denseFp16;
+    main.launch({ grid, block: 384, sharedMemBytes: k.denseSmemBytes, stream }, [{ kind: "bytes", value: params }]);
+  }
 
   const combineParams = CombineParamsStruct.pack({
     o_accum: meta.oAccum!.ptr,

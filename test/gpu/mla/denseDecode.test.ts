@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { flashMlaWithKvcache } from "../../../src/mla/flashMlaWithKvcache.js";
+import { DENSE_KERNELS, flashMlaWithKvcache, type DenseKernelName } from "../../../src/mla/flashMlaWithKvcache.js";
 import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
 import { mlaDecodeReference } from "../../../src/mla/mlaDecodeReference.js";
 import { mlaDecodeReferenceGpu } from "../../../src/mla/mlaDecodeReferenceGpu.js";
@@ -24,16 +24,18 @@ const HEAD_PAIRS: Array<[number, number]> = [
 
 /** FLASHMLA_DENSE_GRID=quick runs a reduced grid (for iterating on a kernel); the default is FlashMLA's. */
 const QUICK = process.env.FLASHMLA_DENSE_GRID === "quick";
+/** The main kernel under test (FLASHMLA_TEST_KERNEL=v1 checks the previous one); the default is the API's. */
+const KERNEL = (process.env.FLASHMLA_TEST_KERNEL ?? "seesaw") as DenseKernelName;
 
 function halfToF32(t: Tensor): Float32Array {
   const h = t.toHost();
   return t.dtype === "fp16" ? fp16ArrayToF32(h.host as Uint16Array) : bf16ArrayToF32(h.host as Uint16Array);
 }
 
-function run(c: GpuDenseCase, stream?: Stream) {
+function run(c: GpuDenseCase, stream?: Stream, kernel: DenseKernelName = KERNEL) {
   const meta = getMlaMetadata();
   try {
-    const { out, lse } = flashMlaWithKvcache({ ...c, schedMeta: meta, stream });
+    const { out, lse } = flashMlaWithKvcache({ ...c, schedMeta: meta, stream, kernel });
     return { out, lse, meta };
   } catch (e) {
     meta.dispose();
@@ -42,8 +44,8 @@ function run(c: GpuDenseCase, stream?: Stream) {
 }
 
 /** Runs the kernel on `c` and checks every element against the float64 CPU reference (host cases). */
-function checkAgainstCpu(c: GpuDenseCase, label: string, outTol: Tolerance = DENSE_OUT_TOL): void {
-  const { out, lse, meta } = run(c);
+function checkAgainstCpu(c: GpuDenseCase, label: string, outTol: Tolerance = DENSE_OUT_TOL, kernel: DenseKernelName = KERNEL): void {
+  const { out, lse, meta } = run(c, undefined, kernel);
   try {
     const ref = mlaDecodeReference(c.host!);
     const [b, s_q, h_q] = c.q.shape;
@@ -118,6 +120,20 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
       n++;
     }
     console.log(`# small grid: ${n} cases checked element by element against the CPU reference`);
+  });
+
+  test("every dense kernel (seesaw, v1) matches the CPU reference on odd block counts, splits and causal rows", () => {
+    for (const kernel of DENSE_KERNELS) {
+      for (const [i, lens] of [[1], [64], [65], [130, 3], [200, 0, 700, 64 * 9 + 5], Array.from({ length: 7 }, (_, j) => 97 * j + 1)].entries()) {
+        const host = makeDenseCase({ seed: 6000 + i, b: lens.length, s_q: 2, h_q: 64, h_kv: 1, seqlens: lens, causal: true, dtype: "bf16", extraBlocks: 1 });
+        const c = uploadDenseCase(host);
+        try {
+          checkAgainstCpu(c, `${kernel} lens=${lens.join(",")}`, DENSE_OUT_TOL, kernel);
+        } finally {
+          c.dispose();
+        }
+      }
+    }
   });
 
   test("fp16 q and cache match the CPU reference", () => {

@@ -1,0 +1,460 @@
+// Dense split-KV MLA decode for Hopper (sm_90a) with the "seesaw" schedule (FLASHMLA.md §5.1, the seed's
+// part 1), our own implementation.
+//
+// One CTA = 64 query rows x the KV blocks its SM part was given, two blocks per iteration:
+// warpgroup 0 (W0) owns O_L = O[:, 0:256] and computes S0 = Q·K0ᵀ; warpgroup 1 (W1) owns O_R = O[:, 256:512]
+// and computes S1 = Q·K1ᵀ. No QKᵀ is computed twice. The running max m is shared through smem and the
+// two warpgroups take turns on the CUDA cores while the other keeps the tensor cores busy:
+//
+//   step | W0 (O_L)                                      | W1 (O_R)
+//   -----+-----------------------------------------------+-----------------------------------------------
+//    1   | S0 = Q·K0ᵀ                                    | S1 = Q·K1ᵀ
+//    2   | m0 = max(m, rowmax S0), s0 = 2^(m-m0),        | (waits for s0)
+//        | P0 = 2^(S0-m0); publish m0, s0  ──────────────┼─> m1 = max(m0, rowmax S1), s1 = 2^(m0-m1),
+//    3   | O_L = O_L·s0 + P0·V0L   (tensor)              |     P1 = 2^(S1-m1); O_R *= s0·s1; sP1 <- P1;
+//        |                                               |     publish m1, s1  (CUDA cores)
+//    4   | (waits for s1) P0 *= s1; sP0 <- P0; O_L *= s1 | O_R += P1·V1R       (tensor)
+//    5   | O_L += sP1·V1L           (tensor)             | O_R += sP0·V0R      (tensor)
+//
+// Mathematically this is FlashAttention's online softmax; each O half receives both blocks, at different
+// times. There is no producer warpgroup (so each consumer thread may use all 255 registers): K arrives by
+// TMA as nine 64x64 SW128 tiles per block, each on its own mbarrier so QKᵀ starts on the first tile, and
+// each warpgroup refills the tiles it was the last to read as soon as it is done with them: W0 tiles
+// 0-3 (V's left half) of both blocks and K1's tile 8, W1 the other tiles 4-8. P tiles travel between the
+// warpgroups in the blocks' RoPE tiles, which V does not use.
+#include "../common/ptx.cuh"
+#include "params.h"
+
+MLA_EXPORT_LAYOUT(dense_seesaw_params_layout, mla::DenseParams, MLA_OFFSETS_DENSE)
+
+namespace {
+
+using namespace mla;
+
+constexpr int NUM_TILES = D_QK / 64;
+constexpr int TILE_BYTES = 64 * 128;
+constexpr int QK_BYTES = NUM_TILES * TILE_BYTES;
+constexpr int CONSUMER_THREADS = 256;
+constexpr int THREADS = CONSUMER_THREADS;
+constexpr float MASKED = -INFINITY;
+constexpr float M_INIT = -1e30f;
+
+// Named barriers (id 0 is __syncthreads). Each is used once per iteration: one warpgroup arrives, the
+// other waits, so 256 threads complete it.
+enum : uint32_t { BAR_CONSUMERS = 1, BAR_SCALE0_READY = 2, BAR_SCALE1_READY = 3, BAR_P0_READY = 4, BAR_L_READY = 5, BAR_WG0 = 6, BAR_WG1 = 7 };
+
+struct __align__(1024) Smem {
+  uint8_t q[QK_BYTES];
+  // K0 (even block of the pair), K1 (odd block). Tile 8 (RoPE dims) is not part of V, so once Q·Kᵀ of a
+  // block is done its space holds that block's P tile (sP0 in K0, sP1 in K1) for the other warpgroup.
+  uint8_t k[2][QK_BYTES];
+  float m[64];               // running max per row (log2 domain)
+  float scale0[64];
+  float scale1[64];
+  float l[2][64];            // final row sums of each warpgroup
+  uint64_t kfull[2][NUM_TILES];
+};
+constexpr int SMEM_BYTES = sizeof(Smem) + 1024;
+static_assert(SMEM_BYTES <= 232448, "fits the opt-in shared memory of an H100/H200 SM");
+
+__device__ __forceinline__ int num_kv_blocks(int seqlen) { return seqlen <= 0 ? 1 : (seqlen + BLOCK_N - 1) / BLOCK_N; }
+
+__device__ __forceinline__ int row_limit(const DenseParams& p, int flat, int seqlen) {
+  if (!p.causal || flat >= p.rows_per_kv) return seqlen;
+  return seqlen - (p.s_q - 1 - flat / p.heads_per_kv);
+}
+
+template <typename T>
+__device__ __forceinline__ void load_q(const DenseParams& p, Smem& sm, int req, int m_block, int hk, int tid) {
+  const uint16_t* q = static_cast<const uint16_t*>(p.q);
+#pragma unroll 2
+  for (int c = tid; c < 64 * 72; c += CONSUMER_THREADS) {
+    const int r = c / 72, chunk = c % 72;
+    const int flat = m_block * BLOCK_M + r;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (flat < p.rows_per_kv) {
+      const int s = flat / p.heads_per_kv, head = hk * p.heads_per_kv + flat % p.heads_per_kv;
+      v = __ldg(reinterpret_cast<const uint4*>(q + req * p.q_batch_stride + s * p.q_token_stride + head * p.q_head_stride + chunk * 8));
+    }
+    *reinterpret_cast<uint4*>(sm.q + (chunk / 8) * TILE_BYTES + r * 128 + (((chunk % 8) ^ (r & 7)) << 4)) = v;
+  }
+}
+
+// The P tile of block `stage` lives in that block's RoPE tile (see Smem).
+__device__ __forceinline__ uint8_t* p_tile(Smem& sm, int stage) { return sm.k[stage] + (NUM_TILES - 1) * TILE_BYTES; }
+
+// S = Q·Kᵀ for one 64-token block, waiting on each tile's barrier just before its four k-steps.
+template <typename T>
+__device__ __forceinline__ void compute_s(float (&s)[32], Smem& sm, int stage, uint32_t phase) {
+  const uint32_t q_base = ptx::smem_addr(sm.q), k_base = ptx::smem_addr(sm.k[stage]);
+#pragma unroll
+  for (int t = 0; t < NUM_TILES; ++t) {
+    ptx::mbarrier_wait(&sm.kfull[stage][t], phase);
+    if (t == 0) ptx::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const uint64_t da = ptx::smem_desc_sw128(q_base + t * TILE_BYTES + kk * 32, 16, 1024);
+      const uint64_t db = ptx::smem_desc_sw128(k_base + t * TILE_BYTES + kk * 32, 16, 1024);
+      ptx::wgmma_m64n64k16_ss<T>(s, da, db, (t | kk) != 0);
+    }
+  }
+  ptx::wgmma_commit();
+  ptx::wgmma_wait<0>();
+  ptx::fence_regs(s);
+}
+
+// Scales scores to the log2 domain and masks tokens at or past each row's limit (-inf).
+__device__ __forceinline__ void mask_scale(float (&s)[32], const DenseParams& p, int blk, int lane, const int (&limit)[2]) {
+  const int tok0 = blk * BLOCK_N + 2 * (lane % 4);
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const int tok = tok0 + 8 * (i >> 2) + (i & 1);
+    s[i] = tok < limit[(i >> 1) & 1] ? s[i] * p.scale_log2 : MASKED;
+  }
+}
+
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, 2));
+}
+
+__device__ __forceinline__ float row_max(const float (&s)[32], int half) {
+  float mx = MASKED;
+#pragma unroll
+  for (int i = 2 * half; i < 32; i += 4) mx = fmaxf(mx, fmaxf(s[i], s[i + 1]));
+  return quad_max(mx);
+}
+
+// P = 2^(S - m) in place; returns this thread's partial row sum.
+__device__ __forceinline__ float exponentiate(float (&s)[32], int half, float m) {
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 2 * half; i < 32; i += 4) {
+    s[i] = ptx::exp2_approx(s[i] - m);
+    s[i + 1] = ptx::exp2_approx(s[i + 1] - m);
+    sum += s[i] + s[i + 1];
+  }
+  return sum;
+}
+
+// Stores P fragments as a 64x64 16-bit SW128 K-major tile for another warpgroup's SS wgmma. Fragment
+// a[j][x] holds accumulator elements i = 8j + 2x, 8j + 2x + 1: row 16w + l/4 + 8((i>>1)&1), 16-B chunk i>>2.
+__device__ __forceinline__ void store_p(uint8_t* tile, const uint32_t (&a)[4][4], int warp_in_wg, int lane) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      const int i = 8 * j + 2 * x;
+      const int r = 16 * warp_in_wg + lane / 4 + 8 * ((i >> 1) & 1);
+      *reinterpret_cast<uint32_t*>(tile + r * 128 + (((i >> 2) ^ (r & 7)) << 4) + 4 * (lane % 4)) = a[j][x];
+    }
+}
+
+// Multiplies packed 16-bit P fragments by a per-row factor (rows alternate with x & 1).
+template <typename T>
+__device__ __forceinline__ void scale_p(uint32_t (&a)[4][4], const float (&f)[2]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      float lo, hi;
+      if constexpr (T::is_fp16) {
+        const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&a[j][x]));
+        lo = v.x, hi = v.y;
+      } else {
+        const float2 v = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&a[j][x]));
+        lo = v.x, hi = v.y;
+      }
+      a[j][x] = ptx::pack2<T>(lo * f[x & 1], hi * f[x & 1]);
+    }
+}
+
+// Rows [valid, 64) of a block hold tokens past the request (maybe NaN poison): zero this warpgroup's
+// V tiles there, since P = 0 times NaN is NaN inside the MMA.
+__device__ __forceinline__ void zero_tail_rows(uint8_t* kblock, int first_tile, int valid, int t128) {
+  const int rows = 64 - valid;
+  for (int c = t128; c < rows * 4 * 8; c += 128) {
+    const int r = valid + c / 32, tile = first_tile + (c / 8) % 4, chunk = c % 8;
+    *reinterpret_cast<uint4*>(kblock + tile * TILE_BYTES + r * 128 + (chunk << 4)) = make_uint4(0, 0, 0, 0);
+  }
+}
+
+// P (accumulator layout, f32) as wgmma A fragments: k-step j, register x = elements 8j + 2x, 8j + 2x + 1.
+template <typename T>
+__device__ __forceinline__ void pack_p(uint32_t (&a)[4][4], const float (&s)[32]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int x = 0; x < 4; ++x) a[j][x] = ptx::pack2<T>(s[8 * j + 2 * x], s[8 * j + 2 * x + 1]);
+}
+
+// O_half += A·V where A is P in registers (RS) and V = 4 tiles of this block starting at first_tile.
+template <typename T>
+__device__ __forceinline__ void pv_rs(float (&o)[128], const uint32_t (&a)[4][4], const uint8_t* kblock, int first_tile) {
+  const uint32_t base = ptx::smem_addr(kblock) + first_tile * TILE_BYTES;
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int j = 0; j < 4; ++j) ptx::wgmma_m64n256k16_rs_transb<T>(o, a[j], ptx::smem_desc_sw128(base + j * 2048, TILE_BYTES, 1024));
+  ptx::wgmma_commit();
+}
+
+// O_half += sP·V with P from shared memory (SS).
+template <typename T>
+__device__ __forceinline__ void pv_ss(float (&o)[128], const uint8_t* ptile, const uint8_t* kblock, int first_tile) {
+  const uint32_t pa = ptx::smem_addr(ptile), base = ptx::smem_addr(kblock) + first_tile * TILE_BYTES;
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    ptx::wgmma_m64n256k16_ss_transb<T>(o, ptx::smem_desc_sw128(pa + j * 32, 16, 1024), ptx::smem_desc_sw128(base + j * 2048, TILE_BYTES, 1024));
+  ptx::wgmma_commit();
+}
+
+template <typename T>
+__device__ __forceinline__ void store_out(const DenseParams& p, float (&o)[128], int req, int m_block, int hk, int wg, int warp_in_wg,
+                                          int lane, bool is_split, int slot, const float (&L)[2], const float (&m)[2]) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int flat = m_block * BLOCK_M + 16 * warp_in_wg + lane / 4 + 8 * half;
+    if (flat >= p.rows_per_kv) continue;
+    const int s = flat / p.heads_per_kv, head = hk * p.heads_per_kv + flat % p.heads_per_kv;
+    const bool empty = !(L[half] > 0.0f);
+    const float inv = empty ? 0.0f : 1.0f / L[half];
+    if (!is_split) {
+      uint16_t* out = static_cast<uint16_t*>(p.out) + ((static_cast<long long>(req) * p.s_q + s) * p.h_q + head) * D_V;
+#pragma unroll
+      for (int i = 2 * half; i < 128; i += 4)
+        *reinterpret_cast<uint32_t*>(out + wg * 256 + 8 * (i >> 2) + 2 * (lane % 4)) = ptx::pack2<T>(o[i] * inv, o[i + 1] * inv);
+      if (wg == 0 && lane % 4 == 0)
+        p.lse[(static_cast<long long>(req) * p.h_q + head) * p.s_q + s] = empty ? INFINITY : (__log2f(L[half]) + m[half]) * 0.69314718055994530942f;
+    } else {
+      const long long row = (static_cast<long long>(slot) * p.h_kv + hk) * p.rows_per_kv + flat;
+      float* oa = p.o_accum + row * D_V;
+#pragma unroll
+      for (int i = 2 * half; i < 128; i += 4)
+        *reinterpret_cast<float2*>(oa + wg * 256 + 8 * (i >> 2) + 2 * (lane % 4)) = make_float2(o[i] * inv, o[i + 1] * inv);
+      if (wg == 0 && lane % 4 == 0) p.lse_accum[row] = empty ? -INFINITY : __log2f(L[half]) + m[half];
+    }
+  }
+}
+
+// The pair of blocks after (req, blk0) in this CTA's pieces, or req > end_req_idx when there is none.
+struct Pair {
+  int req, blk0, end_blk;
+};
+
+__device__ __forceinline__ int piece_end(const DenseParams& p, const SchedMeta& meta, int req) {
+  return req == meta.end_req_idx ? meta.end_block_idx : num_kv_blocks(p.cache_seqlens[req]);
+}
+
+__device__ __forceinline__ Pair next_pair(const DenseParams& p, const SchedMeta& meta, Pair cur) {
+  if (cur.blk0 + 2 < cur.end_blk) return {cur.req, cur.blk0 + 2, cur.end_blk};
+  const int req = cur.req + 1;
+  if (req > meta.end_req_idx) return {req, 0, 0};
+  return {req, 0, piece_end(p, meta, req)};
+}
+
+// Physical block of `blk`; -1 past the piece (odd count) or the table: TMA then fetches zeros
+// (out-of-bounds fill), and those rows are masked.
+__device__ __forceinline__ int phys_block(const DenseParams& p, int req, int blk, int end_blk) {
+  return blk < end_blk && blk < p.max_blocks_per_seq ? p.block_table[req * p.block_table_stride + blk] : -1;
+}
+
+// Issues TMA loads of tiles [t_begin, t_end) of the pair's block `stage` into K buffer `stage`.
+__device__ __forceinline__ void load_tiles(const DenseParams& p, Smem& sm, const Pair& pr, int stage, int t_begin, int t_end, int hk, uint64_t policy) {
+  if (pr.end_blk == 0) return;  // no next pair
+  const int phys = phys_block(p, pr.req, pr.blk0 + stage, pr.end_blk);
+  for (int t = t_begin; t < t_end; ++t) {
+    ptx::mbarrier_arrive_expect_tx(&sm.kfull[stage][t], TILE_BYTES);
+    ptx::tma_load_4d(sm.k[stage] + t * TILE_BYTES, &p.tmap_kv, &sm.kfull[stage][t], t * 64, hk, 0, phys, policy);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const SchedMeta& meta, int m_block, int hk) {
+  const int tid = threadIdx.x, wg = tid / 128, t128 = tid % 128, warp_in_wg = t128 / 32, lane = tid % 32;
+  const uint64_t policy = ptx::policy_evict_first();
+  uint32_t phase = 0;  // flips once per iteration (pair of blocks) for every barrier
+  for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
+    const int seqlen = p.cache_seqlens[req];
+    const int start_blk = req == meta.begin_req_idx ? meta.begin_block_idx : 0;
+    const int end_blk = req == meta.end_req_idx ? meta.end_block_idx : num_kv_blocks(seqlen);
+    const bool is_split = (req == meta.begin_req_idx && meta.is_first_req_splitted) || (req == meta.end_req_idx && meta.is_last_req_splitted);
+
+    ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);  // the previous request is done with sQ and sm.l
+    load_q<T>(p, sm, req, m_block, hk, tid);
+    ptx::fence_proxy_async_smem();
+    ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);
+
+    // Keys a row may see in this piece: its causal/length limit, and never past the piece's last block
+    // (the odd block of the last pair may belong to another part, or not exist).
+    int limit[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+      limit[half] = min(row_limit(p, m_block * BLOCK_M + 16 * warp_in_wg + lane / 4 + 8 * half, seqlen), end_blk * BLOCK_N);
+    float o[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) o[i] = 0.0f;
+    float l[2] = {0.0f, 0.0f}, m[2] = {M_INIT, M_INIT};
+    float s[32];
+
+    for (int blk0 = start_blk; blk0 < end_blk; blk0 += 2, phase ^= 1) {
+      const int blk1 = blk0 + 1;
+      const Pair next = next_pair(p, meta, {req, blk0, end_blk});
+      if (wg == 0) {
+        compute_s<T>(s, sm, 0, phase);
+        mask_scale(s, p, blk0, lane, limit);
+        float scale0[2];
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int r = 16 * warp_in_wg + lane / 4 + 8 * half;
+          const float m_old = m[half];  // == sm.m[r], written by W1 last iteration
+          const float m_new = fmaxf(m_old, row_max(s, half));
+          scale0[half] = ptx::exp2_approx(m_old - m_new);
+          l[half] = l[half] * scale0[half] + exponentiate(s, half, m_new);
+          m[half] = m_new;
+          if (lane % 4 == 0) sm.m[r] = m_new, sm.scale0[r] = scale0[half];
+        }
+        ptx::named_barrier_arrive(BAR_SCALE0_READY, CONSUMER_THREADS);
+#pragma unroll
+        for (int i = 0; i < 128; ++i) o[i] *= scale0[(i >> 1) & 1];
+        if (seqlen - blk0 * BLOCK_N < BLOCK_N) {
+          zero_tail_rows(sm.k[0], 0, max(seqlen - blk0 * BLOCK_N, 0), t128);
+          ptx::fence_proxy_async_smem();
+          ptx::named_barrier_sync(BAR_WG0, 128);
+        }
+        uint32_t p0[4][4];
+        pack_p<T>(p0, s);
+        pv_rs<T>(o, p0, sm.k[0], 0);  // O_L += P0·V0L
+        ptx::wgmma_wait<0>();
+        ptx::fence_regs(o);
+        // K0 tiles 0-3 are no longer read by anyone: refill them with the next pair's first block.
+        ptx::named_barrier_sync(BAR_WG0, 128);
+        if (t128 == 0) load_tiles(p, sm, next, 0, 0, 4, hk, policy);
+
+        ptx::named_barrier_sync(BAR_SCALE1_READY, CONSUMER_THREADS);
+        float scale1[2];
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int r = 16 * warp_in_wg + lane / 4 + 8 * half;
+          scale1[half] = sm.scale1[r];
+          m[half] = sm.m[r];
+          l[half] *= scale1[half];
+        }
+        scale_p<T>(p0, scale1);
+        store_p(p_tile(sm, 0), p0, warp_in_wg, lane);
+        ptx::fence_proxy_async_smem();
+        ptx::named_barrier_arrive(BAR_P0_READY, CONSUMER_THREADS);
+#pragma unroll
+        for (int i = 0; i < 128; ++i) o[i] *= scale1[(i >> 1) & 1];
+        if (seqlen - blk1 * BLOCK_N < BLOCK_N) {  // W1's Q·K1ᵀ is done: it published s1 after it
+          zero_tail_rows(sm.k[1], 0, max(seqlen - blk1 * BLOCK_N, 0), t128);
+          ptx::fence_proxy_async_smem();
+          ptx::named_barrier_sync(BAR_WG0, 128);
+        }
+        pv_ss<T>(o, p_tile(sm, 1), sm.k[1], 0);  // O_L += sP1·V1L
+        ptx::wgmma_wait<0>();
+        ptx::fence_regs(o);
+        // W0 was the last to read K1 tiles 0-3 (V1L) and tile 8 (sP1).
+        ptx::named_barrier_sync(BAR_WG0, 128);
+        if (t128 == 0) {
+          load_tiles(p, sm, next, 1, 0, 4, hk, policy);
+          load_tiles(p, sm, next, 1, NUM_TILES - 1, NUM_TILES, hk, policy);
+        }
+      } else {
+        compute_s<T>(s, sm, 1, phase);
+        mask_scale(s, p, blk1, lane, limit);
+        ptx::named_barrier_sync(BAR_SCALE0_READY, CONSUMER_THREADS);
+        float scale01[2];
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int r = 16 * warp_in_wg + lane / 4 + 8 * half;
+          const float m0 = sm.m[r], s0 = sm.scale0[r];
+          const float m_new = fmaxf(m0, row_max(s, half));
+          const float s1 = ptx::exp2_approx(m0 - m_new);
+          scale01[half] = s0 * s1;
+          l[half] = l[half] * scale01[half] + exponentiate(s, half, m_new);
+          m[half] = m_new;
+          if (lane % 4 == 0) sm.m[r] = m_new, sm.scale1[r] = s1;
+        }
+        uint32_t p1[4][4];
+        pack_p<T>(p1, s);
+        store_p(p_tile(sm, 1), p1, warp_in_wg, lane);
+        ptx::fence_proxy_async_smem();
+        ptx::named_barrier_arrive(BAR_SCALE1_READY, CONSUMER_THREADS);
+#pragma unroll
+        for (int i = 0; i < 128; ++i) o[i] *= scale01[(i >> 1) & 1];
+        if (seqlen - blk1 * BLOCK_N < BLOCK_N) {
+          zero_tail_rows(sm.k[1], 4, max(seqlen - blk1 * BLOCK_N, 0), t128);
+          zero_tail_rows(sm.k[0], 4, max(seqlen - blk0 * BLOCK_N, 0), t128);
+          ptx::fence_proxy_async_smem();
+          ptx::named_barrier_sync(BAR_WG1, 128);
+        }
+        pv_rs<T>(o, p1, sm.k[1], 4);  // O_R += P1·V1R
+        ptx::named_barrier_sync(BAR_P0_READY, CONSUMER_THREADS);
+        pv_ss<T>(o, p_tile(sm, 0), sm.k[0], 4);  // O_R += sP0·V0R
+        ptx::wgmma_wait<0>();
+        ptx::fence_regs(o);
+        // K0 tiles 4-8 (V0R, sP0) and K1 tiles 4-7 (V1R) are done; W0's Q·K0ᵀ finished before it
+        // published sP0, and W0 refills K1's tile 8 (sP1) once it has read it.
+        ptx::named_barrier_sync(BAR_WG1, 128);
+        if (t128 == 0) {
+          load_tiles(p, sm, next, 0, 4, NUM_TILES, hk, policy);
+          load_tiles(p, sm, next, 1, 4, NUM_TILES - 1, hk, policy);
+        }
+      }
+    }
+
+    // L = W0's sum + W1's sum (both relative to the final max, which W1 computed last).
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      l[half] += __shfl_xor_sync(0xFFFFFFFFu, l[half], 1);
+      l[half] += __shfl_xor_sync(0xFFFFFFFFu, l[half], 2);
+      if (lane % 4 == 0) sm.l[wg][16 * warp_in_wg + lane / 4 + 8 * half] = l[half];
+    }
+    ptx::named_barrier_sync(BAR_L_READY, CONSUMER_THREADS);
+    float L[2], M[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = 16 * warp_in_wg + lane / 4 + 8 * half;
+      L[half] = sm.l[0][r] + sm.l[1][r];
+      M[half] = sm.m[r];
+    }
+    const int slot = p.num_splits[req] + (req == meta.begin_req_idx ? meta.begin_split_idx : 0);
+    store_out<T>(p, o, req, m_block, hk, wg, warp_in_wg, lane, is_split, slot, L, M);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
+  extern __shared__ uint8_t smem_raw[];
+  Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  const SchedMeta meta = reinterpret_cast<const SchedMeta*>(p.sched_meta)[blockIdx.z];
+  if (meta.begin_req_idx >= p.b) {
+    ptx::pdl_launch_dependents();
+    return;
+  }
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < 2; ++s)
+      for (int t = 0; t < NUM_TILES; ++t) ptx::mbarrier_init(&sm.kfull[s][t], 1);
+    ptx::fence_mbarrier_init();
+    ptx::prefetch_tensormap(&p.tmap_kv);
+    // The first pair of blocks; afterwards each warpgroup refills what it frees.
+    const Pair first = {meta.begin_req_idx, meta.begin_block_idx, piece_end(p, meta, meta.begin_req_idx)};
+    const uint64_t policy = ptx::policy_evict_first();
+    load_tiles(p, sm, first, 0, 0, NUM_TILES, blockIdx.y, policy);
+    load_tiles(p, sm, first, 1, 0, NUM_TILES, blockIdx.y, policy);
+  }
+  __syncthreads();
+  consumer<T>(p, sm, meta, blockIdx.x, blockIdx.y);
+  ptx::pdl_launch_dependents();
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_dense_seesaw_bf16_sm90(const __grid_constant__ mla::DenseParams p) {
+  dense_seesaw<ptx::bf16_t>(p);
+}
+extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_dense_seesaw_fp16_sm90(const __grid_constant__ mla::DenseParams p) {
+  dense_seesaw<ptx::fp16_t>(p);
+}
+extern "C" __device__ const int mla_dense_seesaw_smem_bytes = SMEM_BYTES;
