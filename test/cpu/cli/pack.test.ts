@@ -1,0 +1,44 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { config } from "../../../src/config.js";
+import { readKernelManifest } from "../../../src/runtime/readVerifiedCubin.js";
+
+const root = config.packageRoot;
+
+/** The paths `npm pack` would put in the tarball (without the package/ prefix). */
+function packedFiles(): string[] {
+  const json = execFileSync("npm", ["pack", "--dry-run", "--json", "--ignore-scripts"], { cwd: root, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"], timeout: 60_000 });
+  const [entry] = JSON.parse(json) as Array<{ files: Array<{ path: string }> }>;
+  return entry.files.map((f) => f.path);
+}
+
+test("npm pack ships the compiled library, the CLI, the case table, the kernels and the README, not the tests", () => {
+  const files = packedFiles();
+  const pkg = JSON.parse(readFileSync(path.join(root, "package.json"), "utf8")) as { bin: Record<string, string>; main: string };
+  for (const f of ["package.json", "README.md", "dist/src/index.js", "dist/src/cli/cli.js", "dist/src/cli/commands/bench.js", "dist/src/bench/rooflineSvg.js", "dist/bench/cases.js", "kernels/bench/ceilings.cu"]) {
+    assert.ok(files.includes(f), `${f} is packed`);
+  }
+  // The bin and main entries point at packed files.
+  assert.ok(files.includes(path.normalize(pkg.bin.flashmla)), pkg.bin.flashmla);
+  assert.ok(files.includes(path.normalize(pkg.main)), pkg.main);
+  assert.equal(files.filter((f) => f.startsWith("dist/test/")).length, 0);
+  assert.equal(files.filter((f) => f.startsWith("test/") || f.startsWith("src/")).length, 0);
+});
+
+test("npm pack ships every cubin the kernel manifest lists, with the manifest", { skip: !existsSync(path.join(config.kernelDir, "manifest.json")) && "kernels not built here (npm run build:kernels)" }, () => {
+  const files = packedFiles();
+  assert.ok(files.includes("dist/kernels/manifest.json"));
+  const modules = readKernelManifest(config.kernelDir).map((k) => k.name);
+  for (const name of ["ceilings", "bench_spin", "test_fill"]) assert.ok(modules.includes(name), `${name} is built`);
+  for (const name of modules) assert.ok(files.includes(`dist/kernels/${name}.cubin`), `dist/kernels/${name}.cubin is packed`);
+});
+
+test("the CLI's runtime dependencies are declared in package.json", () => {
+  const pkg = JSON.parse(readFileSync(path.join(root, "package.json"), "utf8")) as { dependencies: Record<string, string> };
+  for (const dep of ["commander", "cli-table3", "cli-progress", "picocolors", "koffi", "d3-scale", "d3-shape"]) {
+    assert.ok(pkg.dependencies[dep] !== undefined, `${dep} is a dependency`);
+  }
+});
