@@ -1,0 +1,146 @@
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { config } from "../config.js";
+import type { Ceiling } from "../roofline/gpus.js";
+import type { CeilingsRecord } from "./CeilingsCache.js";
+import type { CommitInfo } from "./gitCommit.js";
+import type { GpuEnvironment } from "./gpuEnvironment.js";
+import type { BenchCaseResult } from "./runBenchCase.js";
+
+/** Format tag of {@link BenchRecord}; bumped when a field changes meaning. */
+export const BENCH_RECORD_SCHEMA = "flashmla-ts/bench@1";
+
+/** One case in the JSON record: the figures flat, the detail beside them. */
+export interface BenchRecordResult {
+  case: string;
+  /** The family BENCH.md names as one (dense-grid). */
+  group?: string;
+  kind: "dense" | "sparse";
+  kernel: string;
+  status: BenchCaseResult["status"];
+  reason?: string;
+  shape: BenchCaseResult["shape"];
+  flop: number;
+  bytes: number;
+  intensity: number;
+  bound: BenchCaseResult["bound"];
+  usMedian?: number;
+  usMin?: number;
+  usP90?: number;
+  usMean?: number;
+  samples?: number;
+  tflops?: number;
+  gbPerS?: number;
+  percentOfCeiling?: number;
+  sets?: number;
+  setBytes?: number;
+  hostOutran?: boolean;
+  firstBar?: BenchCaseResult["firstBar"] | NonNullable<BenchCaseResult["figures"]>["firstBar"];
+  goal?: BenchCaseResult["goal"] | NonNullable<BenchCaseResult["figures"]>["goal"];
+  anchor?: BenchCaseResult["anchor"];
+  check?: BenchCaseResult["check"];
+}
+
+/** What `flashmla bench --json` writes: enough to compare two runs on two machines. */
+export interface BenchRecord {
+  schema: typeof BENCH_RECORD_SCHEMA;
+  createdAt: string;
+  tool: { name: string; version: string };
+  commit: string;
+  commitDirty?: boolean;
+  kernel: string;
+  gpu: GpuEnvironment;
+  ceilings: {
+    /** Our kernels' figures for this GPU, and whether they were measured in this run or read from the cache. */
+    measured: { gemmTflops: number; copyGbPerS: number; readGbPerS: number; measuredAt: string; source: "this run" | "cache" };
+    /** The roof "% of ceiling" uses. */
+    reference: Ceiling;
+    datasheet?: { tflops: number; gbPerS: number };
+  };
+  settings: { iters: number; seed: number };
+  results: BenchRecordResult[];
+}
+
+/** Inputs of {@link benchRecord}. */
+export interface BenchRecordInput {
+  gpu: GpuEnvironment;
+  commit: CommitInfo;
+  kernel: string;
+  ceilings: CeilingsRecord;
+  ceilingsSource: "this run" | "cache";
+  reference: Ceiling;
+  datasheet?: { tflops: number; gbPerS: number };
+  iters: number;
+  seed: number;
+  results: readonly BenchCaseResult[];
+  /** @default now */
+  createdAt?: Date;
+}
+
+/** Assembles the JSON record of one `flashmla bench` run. */
+export function benchRecord(input: BenchRecordInput): BenchRecord {
+  const record: BenchRecord = {
+    schema: BENCH_RECORD_SCHEMA,
+    createdAt: (input.createdAt ?? new Date()).toISOString(),
+    tool: { name: "flashmla-ts", version: packageVersion() },
+    commit: input.commit.commit,
+    kernel: input.kernel,
+    gpu: input.gpu,
+    ceilings: {
+      measured: {
+        gemmTflops: input.ceilings.gemmTflops,
+        copyGbPerS: input.ceilings.copyGbPerS,
+        readGbPerS: input.ceilings.readGbPerS,
+        measuredAt: input.ceilings.measuredAt,
+        source: input.ceilingsSource,
+      },
+      reference: input.reference,
+    },
+    settings: { iters: input.iters, seed: input.seed },
+    results: input.results.map(recordResult),
+  };
+  if (input.commit.dirty !== undefined) record.commitDirty = input.commit.dirty;
+  if (input.datasheet !== undefined) record.ceilings.datasheet = input.datasheet;
+  return record;
+}
+
+function recordResult(r: BenchCaseResult): BenchRecordResult {
+  const out: BenchRecordResult = {
+    case: r.case,
+    kind: r.kind,
+    kernel: r.kernel,
+    status: r.status,
+    shape: r.shape,
+    flop: r.cost.flop,
+    bytes: r.cost.bytes,
+    intensity: r.cost.intensity,
+    bound: r.bound,
+  };
+  if (r.group !== undefined) out.group = r.group;
+  if (r.reason !== undefined) out.reason = r.reason;
+  if (r.timeUs !== undefined) {
+    Object.assign(out, { usMedian: r.timeUs.median, usMin: r.timeUs.min, usP90: r.timeUs.p90, usMean: r.timeUs.mean, samples: r.timeUs.n });
+  }
+  if (r.figures !== undefined) Object.assign(out, { tflops: r.figures.tflops, gbPerS: r.figures.gbPerS, percentOfCeiling: r.figures.percentOfCeiling });
+  if (r.sets !== undefined) Object.assign(out, { sets: r.sets, setBytes: r.setBytes, hostOutran: r.hostOutran });
+  const firstBar = r.figures?.firstBar ?? r.firstBar;
+  const goal = r.figures?.goal ?? r.goal;
+  if (firstBar !== undefined) out.firstBar = firstBar;
+  if (goal !== undefined) out.goal = goal;
+  if (r.anchor !== undefined) out.anchor = r.anchor;
+  if (r.check !== undefined) out.check = r.check;
+  return out;
+}
+
+let version: string | undefined;
+
+function packageVersion(): string {
+  if (version === undefined) {
+    try {
+      version = String((JSON.parse(readFileSync(path.join(config.packageRoot, "package.json"), "utf8")) as { version?: unknown }).version ?? "unknown");
+    } catch {
+      version = "unknown";
+    }
+  }
+  return version;
+}

@@ -1,0 +1,84 @@
+import Table from "cli-table3";
+import pc from "picocolors";
+import type { Target } from "../../bench/cases.js";
+import type { TargetVerdict } from "./benchFigures.js";
+import type { BenchCaseResult } from "./runBenchCase.js";
+
+type Colors = ReturnType<typeof pc.createColors>;
+
+/** Options of {@link benchTable}. */
+export interface BenchTableOptions {
+  /** @default no colour */
+  colors?: Colors;
+  /** Label of the roof "% ceil" refers to, for the header note. @default "measured" */
+  ceilingLabel?: string;
+}
+
+const HEAD = ["case", "µs median", "µs p90", "TFLOPS", "GB/s", "% ceil", "bound", "FlashMLA (H200)", "first bar", "goal", "check"];
+
+/**
+ * The end-of-run table of `flashmla bench`: one row per case with the median and p90 time, TFLOPS,
+ * GB/s, % of the binding measured roof, the bound, FlashMLA's anchor, the first bar and goal with a
+ * met/miss verdict, and the correctness check; then one note per case that is not plainly ok.
+ */
+export function benchTable(results: readonly BenchCaseResult[], opts: BenchTableOptions = {}): string {
+  const c = opts.colors ?? pc.createColors(false);
+  // cli-table3 colours headers red by default; colour comes from picocolors only, on a TTY.
+  const t = new Table({ head: HEAD.map((h) => c.bold(h)), style: { head: [], border: [], compact: true } });
+  const notes: string[] = [];
+  for (const r of results) {
+    const fig = r.figures;
+    const time = r.timeUs;
+    const bound = r.bound;
+    const check =
+      r.check === undefined ? c.dim(statusText(r)) : r.check.ok ? c.green("ok") : c.red("FAILED");
+    t.push([
+      r.case,
+      time === undefined ? c.dim("n/a") : num(time.median, 1),
+      time === undefined ? "" : num(time.p90, 1),
+      fig === undefined ? "" : num(fig.tflops, 1),
+      fig === undefined ? "" : num(fig.gbPerS, 0),
+      fig === undefined ? "" : num(fig.percentOfCeiling, 1),
+      bound === "compute" ? c.yellow("compute") : c.cyan("memory"),
+      anchorText(r),
+      targetCell(fig?.firstBar ?? r.firstBar, c),
+      targetCell(fig?.goal ?? r.goal, c),
+      check,
+    ]);
+    if (r.reason !== undefined) notes.push(`${r.case}: ${r.reason}`);
+  }
+  const lines = [t.toString()];
+  lines.push(c.dim(`% ceil: achieved TFLOPS (compute-bound) or GB/s (memory-bound) over the ${opts.ceilingLabel ?? "measured"} roof; times are the whole call (main kernel + combine).`));
+  for (const n of notes) lines.push(c.dim(`note: ${n}`));
+  return `${lines.join("\n")}\n`;
+}
+
+function statusText(r: BenchCaseResult): string {
+  switch (r.status) {
+    case "not-available":
+      return "not available";
+    case "error":
+      return "error";
+    default:
+      return r.status;
+  }
+}
+
+function anchorText(r: BenchCaseResult): string {
+  const a = r.anchor;
+  if (a === undefined) return "-";
+  return `${num(a.timeUs, a.timeUs < 100 ? 1 : 0)} µs, ${num(a.figure.value, 0)} ${a.figure.unit}`;
+}
+
+/** "≥ 646 TFLOPS met" / "≤ 43.5 µs miss"; the bare target when nothing was measured. */
+export function targetCell(t: Target | TargetVerdict | undefined, c: Colors): string {
+  if (t === undefined) return "-";
+  const unit = t.metric === "tflops" ? "TFLOPS" : t.metric === "gbPerS" ? "GB/s" : t.metric === "timeUs" ? "µs" : "GB/s cache";
+  const text = `${t.op === ">=" ? "≥" : "≤"} ${num(t.value, Number.isInteger(t.value) ? 0 : 1)} ${unit}`;
+  if (!("met" in t)) return text;
+  return `${text} ${t.met ? c.green("met") : c.red("miss")}`;
+}
+
+function num(x: number, digits: number): string {
+  return x.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits, useGrouping: false });
+}

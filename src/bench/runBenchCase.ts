@@ -1,0 +1,177 @@
+import { benchCaseShape, type Anchor, type BenchCase, type Target } from "../../bench/cases.js";
+import { getMlaMetadata } from "../mla/MlaSchedMeta.js";
+import { Rng } from "../numeric/random.js";
+import { mlaCost, type MlaCost, type MlaShape } from "../roofline/mlaCost.js";
+import type { Bound, Roofs } from "../roofline/roofline.js";
+import type { Device } from "../runtime/Device.js";
+import type { Stream } from "../runtime/Stream.js";
+import { Tensor } from "../runtime/Tensor.js";
+import { benchFigures, type BenchFigures } from "./benchFigures.js";
+import { benchKernelUnsupported, type BenchKernel } from "./benchKernels.js";
+import { benchCaseSeqlens } from "./benchCaseSeqlens.js";
+import { benchModules } from "./benchModules.js";
+import { checkDenseCase, type CompareSummary } from "./checkDenseCase.js";
+import { makeGpuDenseCase, type GpuDenseCase } from "./makeGpuDenseCase.js";
+import { timeGpuCalls } from "./timeGpuCalls.js";
+import { timingStats, type TimingStats } from "./timingStats.js";
+
+/** One case of `flashmla bench`, as the table, the JSON record and the plot use it. */
+export interface BenchCaseResult {
+  case: string;
+  group?: string;
+  kind: "dense" | "sparse";
+  /** The roof BENCH.md says binds for this case. */
+  bound: Bound;
+  kernel: string;
+  /** ok: timed and checked; check-failed: timed, output wrong; not-available: no kernel; error: it threw. */
+  status: "ok" | "check-failed" | "not-available" | "error";
+  /** Why the case is not ok. */
+  reason?: string;
+  shape: { b: number; h_q: number; h_kv: number; s_q: number; causal: boolean; topk?: number; seqlens: { min: number; mean: number; max: number } };
+  /** The cost-model shape (FlashMLA's formulas) and its FLOPs and bytes. */
+  model: MlaShape;
+  cost: MlaCost;
+  /** Whole call (main kernel + combine) between CUDA events, in µs. */
+  timeUs?: TimingStats;
+  /** Input sets rotated over, and their bytes each. */
+  sets?: number;
+  setBytes?: number;
+  /** The host could not stay ahead of the GPU: times are upper bounds. */
+  hostOutran?: boolean;
+  figures?: BenchFigures;
+  check?: { ok: boolean; rows: number; badElements: number; out: CompareSummary; lse: CompareSummary; message: string };
+  anchor?: Anchor;
+  firstBar?: Target;
+  goal?: Target;
+}
+
+/** Options of {@link runBenchCase}. */
+export interface RunBenchCaseOptions {
+  kernel: BenchKernel;
+  device: Device;
+  stream: Stream;
+  /** The roofs achieved figures are quoted against (the measured ceilings). */
+  roofs: Roofs;
+  /** Timed calls. @default 40 */
+  iters?: number;
+  /** Seeds the lengths, the block tables and the data. @default 1 */
+  seed?: number;
+  onIteration?: (i: number) => void;
+  onStage?: (stage: "setup" | "timing" | "check") => void;
+}
+
+/** The smallest rotation BENCH.md allows, and a cap that keeps setup time sane. */
+const MIN_SETS = 4;
+const MAX_SETS = 16;
+
+/**
+ * Runs one named case: builds ≥ 4 input sets on the GPU (more when one set is small, so the sets
+ * together are well over twice the L2), times the kernel's whole call over them with
+ * {@link timeGpuCalls}, checks the last output of set 0 against the float64 CPU reference on
+ * sampled rows, and turns the median into figures. Never throws: failures become the result's
+ * status and reason.
+ */
+export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCaseResult {
+  const seed = opts.seed ?? 1;
+  const iters = opts.iters ?? 40;
+  const base = {
+    case: c.name,
+    ...(c.group !== undefined ? { group: c.group } : {}),
+    kind: c.kind,
+    bound: c.bound,
+    kernel: opts.kernel.name,
+    ...(c.anchor !== undefined ? { anchor: c.anchor } : {}),
+    ...(c.firstBar !== undefined ? { firstBar: c.firstBar } : {}),
+    ...(c.goal !== undefined ? { goal: c.goal } : {}),
+  };
+  const unsupported = benchKernelUnsupported(opts.kernel, c.kind);
+  const seqlens = benchCaseSeqlens(c, seed);
+  const mean = seqlens.reduce((a, n) => a + n, 0) / seqlens.length;
+  const shape = {
+    b: c.b, h_q: c.h_q, h_kv: c.h_kv, s_q: c.s_q, causal: c.causal,
+    ...(c.topk !== undefined ? { topk: c.topk } : {}),
+    seqlens: { min: Math.min(...seqlens), mean, max: Math.max(...seqlens) },
+  };
+  // FlashMLA counts with the mean of the lengths actually drawn.
+  const model: MlaShape = c.kind === "dense" ? { kind: "dense", b: c.b, h_q: c.h_q, h_kv: c.h_kv, s_q: c.s_q, s_k: mean } : benchCaseShape(c);
+  const cost = mlaCost(model);
+  if (unsupported !== undefined) return { ...base, status: "not-available", reason: unsupported, shape, model, cost };
+
+  const { device, stream } = opts;
+  const cases: GpuDenseCase[] = [];
+  const outputs: Tensor[] = [];
+  const meta = getMlaMetadata();
+  try {
+    opts.onStage?.("setup");
+    const spec = { b: c.b, s_q: c.s_q, h_q: c.h_q, h_kv: c.h_kv, seqlens, causal: c.causal, dtype: "bf16" as const };
+    const first = makeGpuDenseCase(spec, { seed: seed * 1000 + 1, stream });
+    cases.push(first);
+    const setBytes = first.inputBytes;
+    let sets = Math.min(MAX_SETS, Math.max(MIN_SETS, 1 + Math.ceil((2 * device.l2CacheBytes) / setBytes)));
+    // Leave room for the workspace and the outputs; fewer sets than 4 only when memory forces it.
+    sets = Math.max(1, Math.min(sets, Math.floor((0.6 * device.memInfo().free) / setBytes) + 1));
+    for (let s = 1; s < sets; s++) cases.push(makeGpuDenseCase(spec, { seed: seed * 1000 + 1 + s, stream }));
+
+    const calls = cases.map((gc) => {
+      const out = Tensor.emptyDevice([c.b, c.s_q, c.h_q, 512], "bf16", device.ordinal);
+      const lse = Tensor.emptyDevice([c.b, c.h_q, c.s_q], "f32", device.ordinal);
+      outputs.push(out, lse);
+      // NaN poison: an element the kernel never writes shows in the check.
+      out.buffer!.memset32(0x7fc07fc0, 0, undefined, stream);
+      lse.buffer!.memset32(0x7fc00000, 0, undefined, stream);
+      return () =>
+        void opts.kernel.run({
+          q: gc.q, kCache: gc.kCache, blockTable: gc.blockTable, cacheSeqlens: gc.cacheSeqlens, headDimV: 512,
+          schedMeta: meta, softmaxScale: gc.softmaxScale, causal: gc.causal, stream, out, lse,
+        });
+    });
+
+    opts.onStage?.("timing");
+    const times = timeGpuCalls(calls, { stream, iters, warmup: cases.length + 2, spin: benchModules(device.ordinal).spin, onIteration: opts.onIteration });
+    const timeUs = timingStats(times.samplesUs);
+
+    opts.onStage?.("check");
+    const rng = new Rng(seed + 7);
+    const longest = seqlens.indexOf(Math.max(...seqlens));
+    const requests = [...new Set([0, c.b - 1, longest, rng.int(0, c.b)])].sort((x, y) => x - y);
+    const heads = [...new Set([0, c.h_q - 1, rng.int(0, c.h_q), rng.int(0, c.h_q)])].sort((x, y) => x - y);
+    const check = checkDenseCase(first, { out: outputs[0], lse: outputs[1] }, { stream, requests, heads });
+
+    const result: BenchCaseResult = {
+      ...base,
+      status: check.ok ? "ok" : "check-failed",
+      shape,
+      model,
+      cost,
+      timeUs,
+      sets: cases.length,
+      setBytes,
+      hostOutran: times.hostOutran,
+      figures: benchFigures(c, cost, timeUs.median, opts.roofs),
+      check: { ok: check.ok, rows: check.rows, badElements: check.badElements, out: check.out, lse: check.lse, message: check.message },
+    };
+    if (!check.ok) result.reason = `check FAILED: ${check.message}`;
+    else if (cases.length < MIN_SETS) result.reason = `only ${cases.length} input set(s) fit in memory: the L2 may hold part of the working set`;
+    else if (times.hostOutran) result.reason = "the host could not queue calls ahead of the GPU: times are upper bounds";
+    return result;
+  } catch (e) {
+    return { ...base, status: "error", reason: e instanceof Error ? e.message : String(e), shape, model, cost };
+  } finally {
+    try {
+      stream.synchronize();
+    } catch {
+      // A failed kernel leaves the context broken; freeing below reports nothing more useful.
+    }
+    for (const t of outputs) safely(() => t.dispose());
+    for (const gc of cases) safely(() => gc.dispose());
+    safely(() => meta.dispose());
+  }
+}
+
+function safely(f: () => void): void {
+  try {
+    f();
+  } catch {
+    // Cleanup after a failure must not hide the failure.
+  }
+}

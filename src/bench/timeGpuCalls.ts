@@ -1,0 +1,94 @@
+import { performance } from "node:perf_hooks";
+import { ArgumentError } from "../errors/ArgumentError.js";
+import { Event } from "../runtime/Event.js";
+import type { Kernel } from "../runtime/Kernel.js";
+import type { Stream } from "../runtime/Stream.js";
+
+/** Options of {@link timeGpuCalls}. */
+export interface TimeGpuCallsOptions {
+  /** The stream every call queues its work on. */
+  stream: Stream;
+  /** Timed calls (at least 1). */
+  iters: number;
+  /** Untimed calls first, each followed by a stream sync. @default calls.length + 2 */
+  warmup?: number;
+  /** `bench_spin` from benchModules(): holds the stream while the host queues the timed calls. */
+  spin: Kernel;
+  /** Called after each timed call is queued. */
+  onIteration?: (i: number) => void;
+}
+
+/** What {@link timeGpuCalls} measured. */
+export interface GpuCallTimes {
+  /** Device time of each timed call, between CUDA events recorded around it, in µs. */
+  samplesUs: number[];
+  /** Host time to queue one call, from the warm-up, in µs. */
+  hostUsPerCall: number;
+  /** How long the stream was held before the first timed call, in µs. */
+  spinUs: number;
+  /**
+   * True when queueing all calls took the host longer than the spin held the stream: the GPU may then
+   * have waited for the host inside a timed interval, and the samples are upper bounds.
+   */
+  hostOutran: boolean;
+}
+
+/** Longest head start the harness gives the host: beyond this, the host is far too slow anyway. */
+const MAX_SPIN_US = 2_000_000;
+
+/**
+ * Times `calls` on the GPU the way BENCH.md asks: warm-up first, then `iters` calls, call i being
+ * `calls[i % calls.length]` (so inputs rotate over the sets the calls close over), each between two
+ * CUDA events. Before the first timed call the stream is held by a spin kernel for longer than the
+ * host needs to queue all of them, so every interval measures device work back to back, never the
+ * host's launch latency. Each call must only queue work on `stream` (no host sync, no allocation).
+ */
+export function timeGpuCalls(calls: ReadonlyArray<() => void>, opts: TimeGpuCallsOptions): GpuCallTimes {
+  const fn = "timeGpuCalls";
+  if (!Array.isArray(calls) || calls.length === 0) throw new ArgumentError(fn, "calls", "a non-empty array of functions", String(calls));
+  if (!Number.isInteger(opts.iters) || opts.iters < 1) throw new ArgumentError(fn, "opts.iters", "an integer >= 1", String(opts.iters));
+  const warmup = opts.warmup ?? calls.length + 2;
+  if (!Number.isInteger(warmup) || warmup < 0) throw new ArgumentError(fn, "opts.warmup", "an integer >= 0", String(warmup));
+  const { stream, iters } = opts;
+
+  let hostUs = 0;
+  for (let w = 0; w < warmup; w++) {
+    const t0 = performance.now();
+    calls[w % calls.length]();
+    hostUs = Math.max(hostUs, (performance.now() - t0) * 1000);
+    stream.synchronize();
+  }
+  // Without a warm-up there is no estimate: assume a slow host.
+  if (warmup === 0) hostUs = 1000;
+
+  // Events cost a little host time too; 1.5× plus 2 ms covers jitter and the event records.
+  let spinUs = Math.min(MAX_SPIN_US, 1.5 * iters * (hostUs + 20) + 2000);
+  let result = runTimed(calls, opts, spinUs);
+  if (result.hostOutran && spinUs < MAX_SPIN_US) {
+    spinUs = Math.min(MAX_SPIN_US, 4 * spinUs);
+    result = runTimed(calls, opts, spinUs);
+  }
+  return { samplesUs: result.samplesUs, hostUsPerCall: hostUs, spinUs, hostOutran: result.hostOutran };
+}
+
+function runTimed(calls: ReadonlyArray<() => void>, opts: TimeGpuCallsOptions, spinUs: number): { samplesUs: number[]; hostOutran: boolean } {
+  const { stream, iters } = opts;
+  const events: Event[] = [];
+  try {
+    for (let i = 0; i < 2 * iters; i++) events.push(Event.create({ deviceOrdinal: stream.deviceOrdinal }));
+    opts.spin.launch({ grid: 1, block: 1, stream }, [{ kind: "u64", value: BigInt(Math.round(spinUs * 1000)) }]);
+    const t0 = performance.now();
+    for (let i = 0; i < iters; i++) {
+      events[2 * i].record(stream);
+      calls[i % calls.length]();
+      events[2 * i + 1].record(stream);
+      opts.onIteration?.(i);
+    }
+    const queuedUs = (performance.now() - t0) * 1000;
+    events[2 * iters - 1].synchronize();
+    const samplesUs = Array.from({ length: iters }, (_, i) => Event.elapsedMs(events[2 * i], events[2 * i + 1]) * 1000);
+    return { samplesUs, hostOutran: queuedUs > spinUs };
+  } finally {
+    for (const e of events) e.dispose();
+  }
+}
