@@ -14,16 +14,22 @@ export interface BenchKernel {
  * A new kernel is one entry here.
  */
 export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freeze({
+  dense_seesaw: {
+    name: "dense_seesaw",
+    description: "flashMlaWithKvcache, kernel \"seesaw\": two warpgroups share one online softmax (FlashMLA's schedule), then the combine",
+    kinds: ["dense"],
+    run: (args: FlashMlaWithKvcacheArgs) => flashMlaWithKvcache({ ...args, kernel: "seesaw" }),
+  },
   dense_v1: {
     name: "dense_v1",
-    description: "flashMlaWithKvcache: the dense wgmma split-KV kernel with the combine (PDL)",
+    description: "flashMlaWithKvcache, kernel \"v1\": the first wgmma split-KV kernel, then the combine",
     kinds: ["dense"],
-    run: flashMlaWithKvcache,
+    run: (args: FlashMlaWithKvcacheArgs) => flashMlaWithKvcache({ ...args, kernel: "v1" }),
   },
 });
 
-/** The default implementation of each decode kind. */
-export const DEFAULT_BENCH_KERNEL = "dense_v1";
+/** The implementation the commands use unless told otherwise: flashMlaWithKvcache's default kernel. */
+export const DEFAULT_BENCH_KERNEL = "dense_seesaw";
 
 /** Why a case of `kind` cannot be run with `kernel`, or undefined when it can. */
 export function benchKernelUnsupported(kernel: BenchKernel, kind: "dense" | "sparse"): string | undefined {
