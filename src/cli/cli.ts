@@ -6,8 +6,12 @@ import { Command } from "commander";
 import { config } from "../config.js";
 import { Device } from "../runtime/Device.js";
 import { driverAvailable } from "../driver/loadDriver.js";
+import { registerBenchCommand } from "./commands/bench.js";
+import { registerCeilingsCommand } from "./commands/ceilings.js";
+import { registerCheckCommand } from "./commands/check.js";
 import { registerInfoCommand } from "./commands/info.js";
 import { registerRooflineCommand } from "./commands/roofline.js";
+import { registerStartCommand } from "./commands/start.js";
 
 /** Exit status for a command line that cannot be run as given (unknown command or option, bad value). */
 export const USAGE_EXIT_CODE = 2;
@@ -27,6 +31,10 @@ export function createProgram(): Command {
 
   registerInfoCommand(program);
   registerRooflineCommand(program, { detectGpuName });
+  registerCeilingsCommand(program);
+  registerBenchCommand(program);
+  registerCheckCommand(program);
+  registerStartCommand(program);
   return program;
 }
 

@@ -1,0 +1,299 @@
+import { mkdirSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { Command, InvalidArgumentError, Option } from "commander";
+import { BENCH_CASES, benchCaseByName, type BenchCase } from "../../../bench/cases.js";
+import { BenchProgress } from "../../bench/BenchProgress.js";
+import { BENCH_KERNELS, DEFAULT_BENCH_KERNEL, type BenchKernel } from "../../bench/benchKernels.js";
+import { benchRecord, type BenchRecord } from "../../bench/benchRecord.js";
+import { benchRooflineSvg } from "../../bench/benchRooflineSvg.js";
+import { benchTable } from "../../bench/benchTable.js";
+import type { CeilingsCache } from "../../bench/CeilingsCache.js";
+import { cliIo, type CliIo } from "../../bench/cliIo.js";
+import { gitCommit } from "../../bench/gitCommit.js";
+import { gpuEnvironment } from "../../bench/gpuEnvironment.js";
+import { HEADLINE_CASES } from "../../bench/headlineCases.js";
+import { probeGpu, type GpuProbe } from "../../bench/probeGpu.js";
+import { resolveCeilings } from "../../bench/resolveCeilings.js";
+import { runBenchCase, type BenchCaseResult } from "../../bench/runBenchCase.js";
+import { gpuSpecFromName, type Ceiling } from "../../roofline/gpus.js";
+import { ridgePoint } from "../../roofline/roofline.js";
+import type { Device } from "../../runtime/Device.js";
+import { Stream } from "../../runtime/Stream.js";
+import { USAGE_EXIT_CODE } from "./roofline.js";
+
+/** Exit status when a check failed, or the command could not do its job (no GPU). */
+export const FAILURE_EXIT_CODE = 1;
+
+/** What the GPU commands (bench, ceilings, check, start) need from outside; tests inject these. */
+export interface GpuCommandDeps {
+  /** Finds the GPU. @default probeGpu (the driver, device FLASHMLA_DEVICE, Hopper only) */
+  probeGpu?: () => GpuProbe;
+  /** Ends the process with a status. @default process.exit */
+  exit?: (code: number) => never;
+  /** Where measured ceilings are kept. @default new CeilingsCache() (FLASHMLA_CACHE_DIR) */
+  cache?: CeilingsCache;
+  /** Draw progress bars on stderr when it is a terminal. @default true */
+  progress?: boolean;
+}
+
+interface BenchOptions {
+  case?: string[];
+  all?: boolean;
+  kernel: string;
+  iters: number;
+  seed: number;
+  json?: string | true;
+  svg?: string | true;
+  freshCeilings?: boolean;
+  list?: boolean;
+}
+
+const EXAMPLES = `
+Examples:
+  The headline cases (what npm start runs on a GPU):
+    $ flashmla bench
+  Two cases, 100 timed calls each:
+    $ flashmla bench --case dense-compute dense-b1 --iters 100
+  Everything in BENCH.md, with the roofline plot and the JSON record under bench/results/:
+    $ flashmla bench --all --svg --json bench/results/h200.json
+  FlashMLA's performance grid only (16 cases):
+    $ flashmla bench --case dense-grid
+  The JSON record on stdout, for scripts:
+    $ flashmla bench --case dense-mem-h16 --json
+  What can be run:
+    $ flashmla bench --list
+
+Each case: ≥ 4 input sets built on the GPU (together well over the L2), warm-up, then the whole call
+(main kernel + combine) between CUDA events, median of --iters; its output is checked against the
+float64 CPU reference on sampled rows. Ceilings come from \`flashmla ceilings\` (cached per GPU and driver).
+Exit status: 0 ok, 1 a check failed or no GPU, ${USAGE_EXIT_CODE} bad command line.`;
+
+/**
+ * Adds `bench` to `program`: times named cases of BENCH.md with a chosen kernel and prints a table,
+ * optionally a JSON record and an SVG roofline plot.
+ */
+export function registerBenchCommand(program: Command, deps: GpuCommandDeps = {}): Command {
+  const exit = deps.exit ?? ((code: number): never => process.exit(code));
+  const cmd = program
+    .command("bench")
+    .description("Time named MLA decode cases on the GPU: µs, TFLOPS, GB/s, % of the measured ceiling, FlashMLA's figure, targets")
+    .addOption(new Option("--case <names...>", "cases to run (names of BENCH.md, comma-separated or repeated; dense-grid = its 16 cases)"))
+    .addOption(new Option("--all", "run every case of BENCH.md (sparse cases report 'not available' until the sparse kernel exists)"))
+    .addOption(new Option("--kernel <name>", "implementation to time").choices(Object.keys(BENCH_KERNELS)).default(DEFAULT_BENCH_KERNEL))
+    .addOption(new Option("--iters <n>", "timed calls per case (median of these; at least 20)").argParser(atLeast(20)).default(40))
+    .addOption(new Option("--seed <n>", "seed of the lengths, block tables and data").argParser(nonNegativeInteger).default(1))
+    .addOption(new Option("--json [file]", "write the JSON record to FILE (without FILE: print it instead of the table)"))
+    .addOption(new Option("--svg [file]", "write the roofline plot (default file: bench/results/bench-<gpu>-<time>.svg)"))
+    .addOption(new Option("--fresh-ceilings", "measure the ceilings again instead of reading the cache"))
+    .addOption(new Option("--list", "list the cases and kernels, then exit"))
+    .addHelpText("after", EXAMPLES)
+    .exitOverride((err) => exit(err.exitCode === 0 ? 0 : USAGE_EXIT_CODE));
+
+  cmd.action(async (opts: BenchOptions) => {
+    const io = cliIo(cmd);
+    const usage = (message: string): never => cmd.error(`error: ${message}`, { exitCode: USAGE_EXIT_CODE, code: "flashmla.usage" });
+    if (opts.list === true) {
+      io.out(listText());
+      return;
+    }
+    if (opts.all === true && opts.case !== undefined) usage("give --case or --all, not both");
+    const cases = opts.all === true ? [...BENCH_CASES] : resolveCases(opts.case ?? [...HEADLINE_CASES], usage);
+    const kernel = BENCH_KERNELS[opts.kernel];
+
+    const probe = (deps.probeGpu ?? probeGpu)();
+    if (!probe.ok) {
+      io.err(noGpuText("bench", probe.reason, io));
+      exit(FAILURE_EXIT_CODE);
+      return;
+    }
+    const code = guarded(io, "bench", () =>
+      runBench({ cases, kernel, iters: opts.iters, seed: opts.seed, json: opts.json, svg: opts.svg, freshCeilings: opts.freshCeilings === true }, probe.device, io, deps, "bench"),
+    );
+    if (code !== 0) exit(code);
+  });
+  return cmd;
+}
+
+/** What {@link runBench} runs. */
+export interface BenchRequest {
+  cases: readonly BenchCase[];
+  kernel: BenchKernel;
+  iters: number;
+  seed: number;
+  /** A file for the JSON record, or true for stdout (then no table). */
+  json?: string | true;
+  /** A file for the SVG plot, or true for the default file. */
+  svg?: string | true;
+  freshCeilings?: boolean;
+}
+
+/**
+ * Runs `req` on `device`: ceilings (cached or measured), every case, then the table, the record and
+ * the plot. Returns the exit status: 1 when a case's check failed or it threw, else 0. Shared by
+ * `flashmla bench` and `flashmla start`.
+ */
+export function runBench(req: BenchRequest, device: Device, io: CliIo, deps: GpuCommandDeps, commandName: string): number {
+  const c = io.colors;
+  const progress = new BenchProgress(deps.progress !== false && process.stderr.isTTY === true);
+  const env = gpuEnvironment(device);
+  const commit = gitCommit();
+  const stream = Stream.create(device.ordinal);
+  const results: BenchCaseResult[] = [];
+  let record: BenchRecord;
+  try {
+    progress.start(120, "ceilings");
+    const ceilings = resolveCeilings(device, env, { fresh: req.freshCeilings, cache: deps.cache, onProgress: () => progress.tick() });
+    const spec = gpuSpecFromName(env.name);
+    const reference: Ceiling = {
+      label: "measured",
+      tflops: ceilings.record.gemmTflops,
+      gbPerS: ceilings.record.readGbPerS,
+      ridge: ridgePoint(ceilings.record.gemmTflops, ceilings.record.readGbPerS),
+    };
+
+    const perCase = req.iters + 2;
+    progress.start(req.cases.length * perCase, req.cases[0]?.name ?? "");
+    for (const bc of req.cases) {
+      let ticked = 0;
+      const r = runBenchCase(bc, {
+        kernel: req.kernel,
+        device,
+        stream,
+        roofs: reference,
+        iters: req.iters,
+        seed: req.seed,
+        onStage: (stage) => {
+          if (stage === "check") (ticked++, progress.tick(1, `${bc.name}: check`));
+          else progress.label(`${bc.name}: ${stage}`);
+        },
+        onIteration: () => (ticked++, progress.tick()),
+      });
+      progress.tick(Math.max(0, perCase - ticked), bc.name);
+      results.push(r);
+    }
+    progress.stop();
+
+    record = benchRecord({
+      gpu: env,
+      commit,
+      kernel: req.kernel.name,
+      ceilings: ceilings.record,
+      ceilingsSource: ceilings.source,
+      reference,
+      ...(spec !== undefined ? { datasheet: { tflops: spec.datasheetTflops, gbPerS: spec.datasheetGbPerS } } : {}),
+      iters: req.iters,
+      seed: req.seed,
+      results,
+    });
+    if (req.json === true) {
+      io.out(`${JSON.stringify(record, null, 2)}\n`);
+    } else {
+      const clock = env.smClockMhzNow !== undefined ? `, SM clock now ${env.smClockMhzNow} MHz` : "";
+      io.out(
+        `${c.bold(`flashmla ${commandName}: kernel ${req.kernel.name} on ${env.name}`)} (${env.smCount} SMs, max SM clock ${env.maxSmClockMhz} MHz${clock}), ` +
+          `driver ${env.driverVersion}, CUDA ${env.cudaDriverVersion}, commit ${commit.commit === "unknown" ? "unknown" : commit.commit.slice(0, 10)}${commit.dirty === true ? "+dirty" : ""}\n`,
+      );
+      const ds = spec === undefined ? "" : `; datasheet ${fmt(spec.datasheetTflops, 0)} TFLOPS, ${fmt(spec.datasheetGbPerS, 0)} GB/s`;
+      io.out(
+        `ceilings (${ceilings.source === "cache" ? `cached, measured ${ceilings.record.measuredAt}` : "measured in this run"}): ` +
+          `${fmt(ceilings.record.gemmTflops, 0)} TFLOPS bf16, ${fmt(ceilings.record.readGbPerS, 0)} GB/s read, ${fmt(ceilings.record.copyGbPerS, 0)} GB/s copy${ds}\n`,
+      );
+      if (ceilings.cacheError !== undefined) io.out(c.dim(`note: the ceilings could not be cached: ${ceilings.cacheError}\n`));
+      io.out(benchTable(results, { colors: c }));
+    }
+    if (typeof req.json === "string") io.out(`wrote ${writeFile(req.json, `${JSON.stringify(record, null, 2)}\n`)}\n`);
+    if (req.svg !== undefined) {
+      const file = req.svg === true ? path.join("bench", "results", `bench-${slug(env.name)}-${record.createdAt.replace(/[:.]/g, "-")}.svg`) : req.svg;
+      const line = `wrote ${writeFile(file, benchRooflineSvg(record))}\n`;
+      // With the record on stdout, stdout must stay pure JSON.
+      if (req.json === true) io.err(line);
+      else io.out(line);
+    }
+  } finally {
+    progress.stop();
+    stream.dispose();
+  }
+  const failed = results.filter((r) => r.status === "check-failed" || r.status === "error");
+  if (failed.length > 0) {
+    io.err(`flashmla ${commandName}: ${failed.length} case(s) failed: ${failed.map((r) => `${r.case} (${r.status})`).join(", ")}\n`);
+    return FAILURE_EXIT_CODE;
+  }
+  return 0;
+}
+
+/**
+ * Runs a command's work and turns an unexpected error (a CUDA error, kernels not built) into a
+ * message on stderr and exit status 1 instead of a stack trace.
+ */
+export function guarded(io: CliIo, command: string, work: () => number): number {
+  try {
+    return work();
+  } catch (e) {
+    io.err(`${io.errColors.red(`flashmla ${command}: failed`)}: ${e instanceof Error ? e.message : String(e)}\n`);
+    return FAILURE_EXIT_CODE;
+  }
+}
+
+/** The message for a GPU command run where no usable GPU is. */
+export function noGpuText(command: string, reason: string, io: CliIo): string {
+  return (
+    `${io.errColors.red(`flashmla ${command}: no GPU`)}: ${reason}\n` +
+    `flashmla ${command} needs an NVIDIA Hopper GPU (H100, H200, H800). Without one, \`flashmla roofline --case NAME\` gives the analysis and \`flashmla start\` runs the CPU reference.\n`
+  );
+}
+
+function resolveCases(names: readonly string[], usage: (m: string) => never): BenchCase[] {
+  const out: BenchCase[] = [];
+  for (const name of names.flatMap((n) => n.split(",")).map((n) => n.trim()).filter((n) => n !== "")) {
+    const one = benchCaseByName(name);
+    const group = BENCH_CASES.filter((x) => x.group === name);
+    const found = one !== undefined ? [one] : group;
+    if (found.length === 0) {
+      const known = BENCH_CASES.filter((x) => x.group === undefined).map((x) => x.name);
+      usage(`unknown case '${name}'; known cases: ${known.join(", ")}, dense-grid (or one dense-grid-* case); see --list`);
+    }
+    for (const c of found) if (!out.includes(c)) out.push(c);
+  }
+  if (out.length === 0) usage("no case given");
+  return out;
+}
+
+function listText(): string {
+  const lines = ["Cases (BENCH.md):"];
+  for (const c of BENCH_CASES) {
+    const lens = c.seqlens.kind === "fixed" ? `s_k ${c.seqlens.s_k}` : c.seqlens.kind === "varlen" ? `s_k ~${c.seqlens.mean} varlen` : `s_k ${c.seqlens.values.join("/")}`;
+    const head = HEADLINE_CASES.includes(c.name) ? " [headline]" : "";
+    lines.push(`  ${c.name.padEnd(28)} ${c.kind.padEnd(6)} b=${c.b} h_q=${c.h_q} s_q=${c.s_q} ${lens}${c.causal ? " causal" : ""}${c.topk !== undefined ? ` topk ${c.topk}` : ""}  (${c.bound})${head}`);
+  }
+  lines.push("Kernels (--kernel):");
+  for (const k of Object.values(BENCH_KERNELS)) lines.push(`  ${k.name.padEnd(28)} ${k.kinds.join(", ").padEnd(6)} ${k.description}`);
+  return `${lines.join("\n")}\n`;
+}
+
+function writeFile(file: string, text: string): string {
+  mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+  writeFileSync(file, text);
+  return file;
+}
+
+function slug(s: string): string {
+  return s.toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-|-$/g, "") || "gpu";
+}
+
+function fmt(x: number, digits: number): string {
+  return x.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits, useGrouping: false });
+}
+
+function atLeast(min: number): (value: string) => number {
+  return (value: string) => {
+    const n = /^\d+$/.test(value.trim()) ? Number(value) : NaN;
+    if (!Number.isSafeInteger(n) || n < min) throw new InvalidArgumentError(`expected an integer >= ${min}.`);
+    return n;
+  };
+}
+
+function nonNegativeInteger(value: string): number {
+  const n = /^\d+$/.test(value.trim()) ? Number(value) : NaN;
+  if (!Number.isSafeInteger(n)) throw new InvalidArgumentError("expected a non-negative integer.");
+  return n;
+}
