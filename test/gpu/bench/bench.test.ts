@@ -1,0 +1,129 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { benchCaseByName } from "../../../bench/cases.js";
+import { BENCH_KERNELS, DEFAULT_BENCH_KERNEL } from "../../../src/bench/benchKernels.js";
+import { benchModules } from "../../../src/bench/benchModules.js";
+import { CeilingsCache } from "../../../src/bench/CeilingsCache.js";
+import { checkDenseCase } from "../../../src/bench/checkDenseCase.js";
+import { gpuEnvironment } from "../../../src/bench/gpuEnvironment.js";
+import { makeGpuDenseCase } from "../../../src/bench/makeGpuDenseCase.js";
+import { measureCeilings } from "../../../src/bench/measureCeilings.js";
+import { runBenchCase } from "../../../src/bench/runBenchCase.js";
+import { timeGpuCalls } from "../../../src/bench/timeGpuCalls.js";
+import { timingStats } from "../../../src/bench/timingStats.js";
+import { registerBenchCommand } from "../../../src/cli/commands/bench.js";
+import { registerCheckCommand } from "../../../src/cli/commands/check.js";
+import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
+import { Stream } from "../../../src/runtime/Stream.js";
+import { runCommand } from "../../cpu/cli/runCommand.js";
+import { describeGpu } from "../../helpers/gpu.js";
+
+describeGpu("bench harness on the GPU", (device) => {
+  const cacheDir = mkdtempSync(path.join(os.tmpdir(), "flashmla-bench-"));
+  const cache = new CeilingsCache(path.join(cacheDir, "ceilings.json"));
+
+  test("timeGpuCalls() measures a 200 µs spin as about 200 µs per call", () => {
+    const stream = Stream.create(device.ordinal);
+    try {
+      const spin = benchModules(device.ordinal).spin;
+      const times = timeGpuCalls([() => spin.launch({ grid: 1, block: 1, stream }, [{ kind: "u64", value: 200_000n }])], { stream, iters: 20, spin });
+      const s = timingStats(times.samplesUs);
+      assert.equal(s.n, 20);
+      assert.equal(times.hostOutran, false);
+      assert.ok(s.median >= 195 && s.median < 260, `median ${s.median} µs`);
+    } finally {
+      stream.dispose();
+    }
+  });
+
+  test("measureCeilings() gives Hopper-sized copy, read and bf16 wgmma figures", () => {
+    const env = gpuEnvironment(device);
+    const rec = measureCeilings(device, env, { streamBytes: 512 << 20, iters: 20, wgmmaIters: 512 });
+    assert.equal(rec.gpuName, device.name);
+    // H100 SXM ≈ 3 TB/s, H200 ≈ 4.2 TB/s copy; dense bf16 ≈ 600–990 TFLOPS.
+    assert.ok(rec.copyGbPerS > 1500 && rec.copyGbPerS < 5200, `copy ${rec.copyGbPerS} GB/s`);
+    assert.ok(rec.readGbPerS > 1500 && rec.readGbPerS < 5200, `read ${rec.readGbPerS} GB/s`);
+    assert.ok(rec.gemmTflops > 300 && rec.gemmTflops < 1100, `wgmma ${rec.gemmTflops} TFLOPS`);
+    assert.equal(rec.detail.copyUs.n, 20);
+    assert.equal(rec.detail.copyBytes, 2 * rec.detail.readBytes);
+  });
+
+  test("checkDenseCase() passes the kernel's output and fails it once one element is corrupted", () => {
+    const stream = Stream.create(device.ordinal);
+    const gc = makeGpuDenseCase({ b: 3, s_q: 2, h_q: 16, h_kv: 1, seqlens: [300, 65, 1000], causal: true, dtype: "bf16" }, { seed: 5, stream });
+    const meta = getMlaMetadata();
+    const res = BENCH_KERNELS[DEFAULT_BENCH_KERNEL].run({ q: gc.q, kCache: gc.kCache, blockTable: gc.blockTable, cacheSeqlens: gc.cacheSeqlens, headDimV: 512, schedMeta: meta, softmaxScale: gc.softmaxScale, causal: true, stream });
+    try {
+      const good = checkDenseCase(gc, res, { stream, gpuReference: true });
+      assert.ok(good.ok, good.message);
+      assert.equal(good.rows, 3 * 2 * 16);
+      assert.equal(good.badElements, 0);
+      // Element [2, 1, 5, 7] (last request, last token, head 5, dim 7) set to 1.0 in bf16 (0x3f80).
+      const at = (((2 * 2 + 1) * 16 + 5) * 512 + 7) * 2;
+      res.out.buffer!.copyFromHost(new Uint16Array([0x3f80]), at);
+      const bad = checkDenseCase(gc, res, { stream, requests: [2], heads: [5] });
+      assert.equal(bad.ok, false);
+      assert.equal(bad.out.mismatches, 1);
+      assert.match(bad.message, /out: 1 of 1024 elements outside tolerance/);
+    } finally {
+      res.out.dispose();
+      res.lse.dispose();
+      meta.dispose();
+      gc.dispose();
+      stream.dispose();
+    }
+  });
+
+  for (const kernel of Object.values(BENCH_KERNELS)) {
+    test(`runBenchCase() times dense-short-h16 with ${kernel.name} over ≥ 4 input sets and its output passes the check`, () => {
+      const c = benchCaseByName("dense-short-h16")!;
+      const stream = Stream.create(device.ordinal);
+      try {
+        const r = runBenchCase(c, { kernel, device, stream, roofs: { tflops: 767, gbPerS: 4138 }, iters: 20 });
+        assert.equal(r.status, "ok", r.reason);
+        assert.equal(r.kernel, kernel.name);
+        assert.ok(r.sets !== undefined && r.sets >= 4);
+        assert.ok(r.sets! * r.setBytes! > 2 * device.l2CacheBytes);
+        assert.equal(r.timeUs!.n, 20);
+        assert.ok(r.timeUs!.median > 5 && r.timeUs!.median < 5000, `median ${r.timeUs!.median} µs`);
+        assert.equal(r.check!.ok, true);
+        assert.ok(r.figures!.gbPerS > 0);
+      } finally {
+        stream.dispose();
+      }
+    });
+  }
+
+  test("flashmla bench --case dense-b1 --json prints a record with the timed case and exits 0", async () => {
+    const r = await runCommand(registerBenchCommand, ["bench", "--case", "dense-b1", "sparse-v32", "--iters", "20", "--json"], { cache });
+    assert.equal(r.code, 0, r.err);
+    const rec = JSON.parse(r.out);
+    assert.equal(rec.gpu.name, device.name);
+    assert.equal(rec.results.length, 2);
+    assert.equal(rec.results[0].case, "dense-b1");
+    assert.equal(rec.results[0].status, "ok");
+    assert.ok(rec.results[0].usMedian > 0);
+    assert.equal(rec.results[1].status, "not-available");
+    assert.match(rec.results[1].reason, /sparse GPU kernel not built yet/);
+    // The ceilings measured by this run were cached for the next one.
+    assert.ok(cache.get(device.name, rec.gpu.driverVersion) !== undefined);
+  });
+
+  test("flashmla check --grid small passes every case and exits 0", async () => {
+    const r = await runCommand(registerCheckCommand, ["check", "--grid", "small"]);
+    assert.equal(r.code, 0, r.out + r.err);
+    assert.match(r.out, /11 of 11 cases run: 11 passed, 0 failed/);
+  });
+
+  test("flashmla bench --svg writes a plot with the measured point", async () => {
+    const svg = path.join(cacheDir, "plot.svg");
+    const r = await runCommand(registerBenchCommand, ["bench", "--case", "dense-mem-h16", "--iters", "20", "--svg", svg], { cache });
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /dense-mem-h16 .*│ ok/);
+    assert.match(readFileSync(svg, "utf8"), /data-case="dense-mem-h16"/);
+    rmSync(cacheDir, { recursive: true, force: true });
+  });
+});
