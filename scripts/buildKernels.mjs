@@ -30,7 +30,10 @@ const SOURCES = [
   "bench/bench_spin.cu",
 ];
 
-const FLAGS = ["-O3", "-std=c++17", "-gencode", "arch=compute_90a,code=sm_90a", "-cubin", "-Xptxas", "-v", "-lineinfo"];
+// NVCC_EXTRA_FLAGS adds flags, e.g. "-DMLA_ABLATE_LOADS" for a timing experiment into another
+// FLASHMLA_KERNEL_DIR (never for a shipped build).
+const FLAGS = ["-O3", "-std=c++17", "-gencode", "arch=compute_90a,code=sm_90a", "-cubin", "-Xptxas", "-v", "-lineinfo",
+  ...(process.env.NVCC_EXTRA_FLAGS ?? "").split(" ").filter(Boolean)];
 
 function sha256(buf) {
   return createHash("sha256").update(buf).digest("hex");

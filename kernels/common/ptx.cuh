@@ -143,6 +143,9 @@ struct fp16_t { static constexpr bool is_fp16 = true; };
 // scale_d = 0 overwrites the accumulator (first K step).
 template <typename T>
 __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+#ifdef MLA_ABLATE_MMA  // timing experiment only: no tensor-core work
+  return;
+#endif
   if constexpr (T::is_fp16) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
@@ -189,6 +192,9 @@ __device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[32], const uint32_
 // read MN-major (imm-trans-b = 1): O (+)= P·V where V is the K tile itself (HOPPER-NOTES §1.2).
 template <typename T>
 __device__ __forceinline__ void wgmma_m64n256k16_rs_transb(float (&d)[128], const uint32_t (&a)[4], uint64_t desc_b) {
+#ifdef MLA_ABLATE_MMA  // timing experiment only: no tensor-core work
+  return;
+#endif
 #define FLASHMLA_ACC128_OPS                                                                              \
   "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28," \
   "%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55," \
@@ -223,6 +229,9 @@ __device__ __forceinline__ void wgmma_m64n256k16_rs_transb(float (&d)[128], cons
 // and B read MN-major (imm-trans-b = 1): O += P·V.
 template <typename T>
 __device__ __forceinline__ void wgmma_m64n256k16_ss_transb(float (&d)[128], uint64_t desc_a, uint64_t desc_b) {
+#ifdef MLA_ABLATE_MMA  // timing experiment only: no tensor-core work
+  return;
+#endif
   if constexpr (T::is_fp16) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " FLASHMLA_ACC128_OPS

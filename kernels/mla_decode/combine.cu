@@ -13,66 +13,61 @@ namespace {
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.69314718055994530942f;
 
-// Grid (ceil(rows_per_kv / 8), h_kv, b), 256 threads: one warp per flattened row of one KV head.
+// Grid (rows_per_kv, h_kv, b), 128 threads: one CTA per flattened row of one KV head (a long request
+// split over every SM has ~130 splits per row: spread the rows over many SMs). Each thread owns 4 of
+// the 512 columns; every thread reduces the (few hundred bytes of) split lse values itself.
 template <typename T>
 __device__ __forceinline__ void combine(const mla::CombineParams& p) {
   ptx::pdl_wait();
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int flat = blockIdx.x * 8 + warp, hk = blockIdx.y, req = blockIdx.z;
-  if (flat >= p.rows_per_kv) return;
+  const int flat = blockIdx.x, hk = blockIdx.y, req = blockIdx.z, tid = threadIdx.x;
   const int first = p.num_splits[req], n = p.num_splits[req + 1] - first;
   if (n <= 1) return;  // not split: the main kernel wrote out and lse itself
 
-  auto row_of = [&](int split) { return (static_cast<long long>(first + split) * p.h_kv + hk) * p.rows_per_kv + flat; };
+  const long long stride = static_cast<long long>(p.h_kv) * p.rows_per_kv;  // between splits, in rows
+  const long long row0 = (static_cast<long long>(first) * p.h_kv + hk) * p.rows_per_kv + flat;
+  const float* lse2 = p.lse_accum + row0;
   float m = -INFINITY;
-  for (int i = lane; i < n; i += 32) m = fmaxf(m, p.lse_accum[row_of(i)]);
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, off));
+  for (int i = 0; i < n; ++i) m = fmaxf(m, lse2[i * stride]);
   if (m == -INFINITY) m = 0.0f;  // every split empty: the sum below is 0 and G = +inf
   float sum = 0.0f;
-  for (int i = lane; i < n; i += 32) sum += exp2f(p.lse_accum[row_of(i)] - m);
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, off);
+  for (int i = 0; i < n; ++i) sum += exp2f(lse2[i * stride] - m);
   float G = sum > 0.0f ? __log2f(sum) + m : INFINITY;
 
   const int s = flat / p.heads_per_kv, head = hk * p.heads_per_kv + flat % p.heads_per_kv;
-  if (lane == 0) p.lse[(static_cast<long long>(req) * p.h_q + head) * p.s_q + s] = G * LN2;
+  if (tid == 0) p.lse[(static_cast<long long>(req) * p.h_q + head) * p.s_q + s] = G * LN2;
   if (p.attn_sink != nullptr) {
     const float sink2 = p.attn_sink[head] * LOG2E;
     if (G != INFINITY) G += log2f(1.0f + exp2f(sink2 - G));
     else G = sink2;  // no key: out stays 0 (o_s are 0) whatever the sink
   }
 
-  float acc[16];
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  const float4* o = reinterpret_cast<const float4*>(p.o_accum + row0 * mla::D_V) + tid;
+  const long long o_stride = stride * (mla::D_V / 4);
+  int i = 0;
+  // Four splits per step keep four 16-B loads in flight per thread.
+  for (; i + 4 <= n; i += 4) {
+    float4 v[4];
+    float w[4];
 #pragma unroll
-  for (int j = 0; j < 16; ++j) acc[j] = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    const long long row = row_of(i);
-    const float w = exp2f(p.lse_accum[row] - G);  // 0 for empty splits (-inf) and for G = +inf
-    const float4* o = reinterpret_cast<const float4*>(p.o_accum + row * mla::D_V);
+    for (int k = 0; k < 4; ++k) v[k] = o[(i + k) * o_stride], w[k] = exp2f(lse2[(i + k) * stride] - G);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float4 v = o[lane + 32 * j];
-      acc[4 * j + 0] += w * v.x;
-      acc[4 * j + 1] += w * v.y;
-      acc[4 * j + 2] += w * v.z;
-      acc[4 * j + 3] += w * v.w;
-    }
+    for (int k = 0; k < 4; ++k) acc.x += w[k] * v[k].x, acc.y += w[k] * v[k].y, acc.z += w[k] * v[k].z, acc.w += w[k] * v[k].w;
+  }
+  for (; i < n; ++i) {
+    const float4 v = o[i * o_stride];
+    const float w = exp2f(lse2[i * stride] - G);  // 0 for empty splits (-inf) and for G = +inf
+    acc.x += w * v.x, acc.y += w * v.y, acc.z += w * v.z, acc.w += w * v.w;
   }
   uint16_t* out = static_cast<uint16_t*>(p.out) + ((static_cast<long long>(req) * p.s_q + s) * p.h_q + head) * mla::D_V;
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int col = 4 * (lane + 32 * j);
-    const uint2 v = make_uint2(ptx::pack2<T>(acc[4 * j], acc[4 * j + 1]), ptx::pack2<T>(acc[4 * j + 2], acc[4 * j + 3]));
-    *reinterpret_cast<uint2*>(out + col) = v;
-  }
+  *reinterpret_cast<uint2*>(out + 4 * tid) = make_uint2(ptx::pack2<T>(acc.x, acc.y), ptx::pack2<T>(acc.z, acc.w));
 }
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(256) mla_combine_bf16(const __grid_constant__ mla::CombineParams p) {
+extern "C" __global__ void __launch_bounds__(128) mla_combine_bf16(const __grid_constant__ mla::CombineParams p) {
   combine<ptx::bf16_t>(p);
 }
-extern "C" __global__ void __launch_bounds__(256) mla_combine_fp16(const __grid_constant__ mla::CombineParams p) {
+extern "C" __global__ void __launch_bounds__(128) mla_combine_fp16(const __grid_constant__ mla::CombineParams p) {
   combine<ptx::fp16_t>(p);
 }

@@ -73,7 +73,7 @@ struct alignas(128) DenseParams {
   int pad0;
 };
 
-// Log-sum-exp merge of split partials (FLASHMLA.md §2.3). Grid (b * s_q, h_kv, ceil(heads_per_kv / 8)).
+// Log-sum-exp merge of split partials (FLASHMLA.md §2.3). Grid (rows_per_kv, h_kv, b).
 struct CombineParams {
   const float* o_accum;        // as DenseParams
   const float* lse_accum;

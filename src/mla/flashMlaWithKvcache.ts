@@ -225,6 +225,6 @@ export function flashMlaWithKvcache(args: FlashMlaWithKvcacheArgs): FlashMlaResu
     pad0: 0,
   });
   const combine = q.dtype === "bf16" ? k.combineBf16 : k.combineFp16;
-  combine.launch({ grid: [Math.ceil(rows_per_kv / 8), shape.h_kv, shape.b], block: 256, stream, pdl: true }, [{ kind: "bytes", value: combineParams }]);
+  combine.launch({ grid: [rows_per_kv, shape.h_kv, shape.b], block: 128, stream, pdl: true }, [{ kind: "bytes", value: combineParams }]);
   return { out, lse };
 }
