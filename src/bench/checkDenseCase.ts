@@ -19,6 +19,8 @@ export interface DenseCheckOptions {
   stream: Stream;
   /** Requests whose rows the float64 CPU reference computes. @default every request */
   requests?: readonly number[];
+  /** Query tokens (0 … s_q − 1) checked in each request. @default every token */
+  tokens?: readonly number[];
   /** Query heads checked in each (request, query token). @default every head */
   heads?: readonly number[];
   /** Also compare every element with the fp32 GPU reference kernel. @default false */
@@ -61,11 +63,12 @@ export function checkDenseCase(gc: GpuDenseCase, result: { out: Tensor; lse: Ten
   const badElements = countBadElements(gc, outF32, lseHost);
 
   const requests = opts.requests ?? Array.from({ length: b }, (_, i) => i);
+  const tokens = opts.tokens ?? Array.from({ length: s_q }, (_, j) => j);
   const heads = opts.heads ?? Array.from({ length: h_q }, (_, h) => h);
   const host = compactHostCase(gc, requests);
   const rows: ReferenceRow[] = [];
   for (let r = 0; r < requests.length; r++) {
-    for (let j = 0; j < s_q; j++) for (const h of heads) rows.push({ batch: r, token: j, head: h });
+    for (const j of tokens) for (const h of heads) rows.push({ batch: r, token: j, head: h });
   }
   const allRows = rows.length === requests.length * s_q * h_q;
   const ref = mlaDecodeReference(

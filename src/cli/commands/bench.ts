@@ -2,7 +2,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { BENCH_CASES, benchCaseByName, type BenchCase } from "../../../bench/cases.js";
-import { BenchProgress } from "../../bench/BenchProgress.js";
+import { BenchProgress, progressMode } from "../../bench/BenchProgress.js";
 import { BENCH_KERNELS, DEFAULT_BENCH_KERNEL, type BenchKernel } from "../../bench/benchKernels.js";
 import { benchRecord, type BenchRecord } from "../../bench/benchRecord.js";
 import { benchRooflineSvg } from "../../bench/benchRooflineSvg.js";
@@ -134,7 +134,7 @@ export interface BenchRequest {
  */
 export function runBench(req: BenchRequest, device: Device, io: CliIo, deps: GpuCommandDeps, commandName: string): number {
   const c = io.colors;
-  const progress = new BenchProgress(deps.progress !== false && process.stderr.isTTY === true);
+  const progress = new BenchProgress(progressMode(deps.progress !== false), io.err);
   const env = gpuEnvironment(device);
   const commit = gitCommit();
   const stream = Stream.create(device.ordinal);

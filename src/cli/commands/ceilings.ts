@@ -1,6 +1,6 @@
 import { Command, InvalidArgumentError, Option } from "commander";
 import Table from "cli-table3";
-import { BenchProgress } from "../../bench/BenchProgress.js";
+import { BenchProgress, progressMode } from "../../bench/BenchProgress.js";
 import { CeilingsCache, type CeilingsRecord } from "../../bench/CeilingsCache.js";
 import { cliIo } from "../../bench/cliIo.js";
 import { gpuEnvironment, type GpuEnvironment } from "../../bench/gpuEnvironment.js";
@@ -59,7 +59,7 @@ export function registerCeilingsCommand(program: Command, deps: GpuCommandDeps =
     const code = guarded(io, "ceilings", () => {
       const cache = deps.cache ?? new CeilingsCache();
       const env = gpuEnvironment(device);
-      const progress = new BenchProgress(deps.progress !== false && process.stderr.isTTY === true);
+      const progress = new BenchProgress(progressMode(deps.progress !== false), io.err);
       progress.start(4 * opts.iters, "copy, read, wgmma, driver copy");
       let resolved;
       try {

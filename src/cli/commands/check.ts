@@ -1,6 +1,6 @@
 import { Command, InvalidArgumentError, Option } from "commander";
 import Table from "cli-table3";
-import { BenchProgress } from "../../bench/BenchProgress.js";
+import { BenchProgress, progressMode } from "../../bench/BenchProgress.js";
 import { BENCH_KERNELS, DEFAULT_BENCH_KERNEL } from "../../bench/benchKernels.js";
 import { CHECK_GRIDS, checkGrid, type CheckGridName } from "../../bench/checkGrid.js";
 import { cliIo, type CliIo } from "../../bench/cliIo.js";
@@ -68,7 +68,7 @@ export function registerCheckCommand(program: Command, deps: GpuCommandDeps = {}
       const kernel = BENCH_KERNELS[opts.kernel];
       const cases = checkGrid(opts.grid, opts.dtype);
       const stream = Stream.create(device.ordinal);
-      const progress = new BenchProgress(deps.progress !== false && process.stderr.isTTY === true);
+      const progress = new BenchProgress(progressMode(deps.progress !== false), io.err);
       const results: CheckCaseResult[] = [];
       try {
         progress.start(cases.length, cases[0].name);
