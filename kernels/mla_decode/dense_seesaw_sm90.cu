@@ -103,14 +103,34 @@ __device__ __forceinline__ void compute_s(float (&s)[32], Smem& sm, int stage, u
   ptx::fence_regs(s);
 }
 
-// Scales scores to the log2 domain and masks tokens at or past each row's limit (-inf).
+// Scales scores to the log2 domain and masks tokens at or past each row's limit (-inf). FAST: when no
+// row of the warp ends inside this block (the common case), the per-element compare is skipped.
+template <bool FAST>
 __device__ __forceinline__ void mask_scale(float (&s)[32], const DenseParams& p, int blk, int lane, const int (&limit)[2]) {
   const int tok0 = blk * BLOCK_N + 2 * (lane % 4);
+  if constexpr (FAST) {
+    if (__all_sync(0xFFFFFFFFu, min(limit[0], limit[1]) >= (blk + 1) * BLOCK_N)) {
+#pragma unroll
+      for (int i = 0; i < 32; ++i) s[i] *= p.scale_log2;
+      return;
+    }
+  }
 #pragma unroll
   for (int i = 0; i < 32; ++i) {
     const int tok = tok0 + 8 * (i >> 2) + (i & 1);
     s[i] = tok < limit[(i >> 1) & 1] ? s[i] * p.scale_log2 : MASKED;
   }
+}
+
+// O_half *= f per row. FAST: skipped when every factor of the warp is exactly 1 (the running max did not
+// move, which is most blocks after the first few), so the multiply by 1 is not on the critical path.
+template <bool FAST>
+__device__ __forceinline__ void rescale_o(float (&o)[128], const float (&f)[2]) {
+  if constexpr (FAST) {
+    if (__all_sync(0xFFFFFFFFu, f[0] == 1.0f && f[1] == 1.0f)) return;
+  }
+#pragma unroll
+  for (int i = 0; i < 128; ++i) o[i] *= f[(i >> 1) & 1];
 }
 
 __device__ __forceinline__ float quad_max(float v) {
@@ -150,9 +170,13 @@ __device__ __forceinline__ void store_p(uint8_t* tile, const uint32_t (&a)[4][4]
     }
 }
 
-// Multiplies packed 16-bit P fragments by a per-row factor (rows alternate with x & 1).
-template <typename T>
+// Multiplies packed 16-bit P fragments by a per-row factor (rows alternate with x & 1); FAST skips a
+// warp whose factors are all 1.
+template <typename T, bool FAST>
 __device__ __forceinline__ void scale_p(uint32_t (&a)[4][4], const float (&f)[2]) {
+  if constexpr (FAST) {
+    if (__all_sync(0xFFFFFFFFu, f[0] == 1.0f && f[1] == 1.0f)) return;
+  }
 #pragma unroll
   for (int j = 0; j < 4; ++j)
 #pragma unroll
@@ -275,7 +299,7 @@ __device__ __forceinline__ void load_tiles(const DenseParams& p, Smem& sm, const
   }
 }
 
-template <typename T>
+template <typename T, bool FAST>
 __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const SchedMeta& meta, int m_block, int hk) {
   const int tid = threadIdx.x, wg = tid / 128, t128 = tid % 128, warp_in_wg = t128 / 32, lane = tid % 32;
   const uint64_t policy = ptx::policy_evict_first();
@@ -308,7 +332,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       const Pair next = next_pair(p, meta, {req, blk0, end_blk});
       if (wg == 0) {
         compute_s<T>(s, sm, 0, phase);
-        mask_scale(s, p, blk0, lane, limit);
+        mask_scale<FAST>(s, p, blk0, lane, limit);
         float scale0[2];
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
@@ -321,8 +345,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           if (lane % 4 == 0) sm.m[r] = m_new, sm.scale0[r] = scale0[half];
         }
         ptx::named_barrier_arrive(BAR_SCALE0_READY, CONSUMER_THREADS);
-#pragma unroll
-        for (int i = 0; i < 128; ++i) o[i] *= scale0[(i >> 1) & 1];
+        rescale_o<FAST>(o, scale0);
         if (seqlen - blk0 * BLOCK_N < BLOCK_N) {
           zero_tail_rows(sm.k[0], 0, max(seqlen - blk0 * BLOCK_N, 0), t128);
           ptx::fence_proxy_async_smem();
@@ -346,12 +369,11 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           m[half] = sm.m[r];
           l[half] *= scale1[half];
         }
-        scale_p<T>(p0, scale1);
+        scale_p<T, FAST>(p0, scale1);
         store_p(p_tile(sm, 0), p0, warp_in_wg, lane);
         ptx::fence_proxy_async_smem();
         ptx::named_barrier_arrive(BAR_P0_READY, CONSUMER_THREADS);
-#pragma unroll
-        for (int i = 0; i < 128; ++i) o[i] *= scale1[(i >> 1) & 1];
+        rescale_o<FAST>(o, scale1);
         if (seqlen - blk1 * BLOCK_N < BLOCK_N) {  // W1's Q·K1ᵀ is done: it published s1 after it
           zero_tail_rows(sm.k[1], 0, max(seqlen - blk1 * BLOCK_N, 0), t128);
           ptx::fence_proxy_async_smem();
@@ -368,7 +390,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         }
       } else {
         compute_s<T>(s, sm, 1, phase);
-        mask_scale(s, p, blk1, lane, limit);
+        mask_scale<FAST>(s, p, blk1, lane, limit);
         ptx::named_barrier_sync(BAR_SCALE0_READY, CONSUMER_THREADS);
         float scale01[2];
 #pragma unroll
@@ -387,8 +409,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         store_p(p_tile(sm, 1), p1, warp_in_wg, lane);
         ptx::fence_proxy_async_smem();
         ptx::named_barrier_arrive(BAR_SCALE1_READY, CONSUMER_THREADS);
-#pragma unroll
-        for (int i = 0; i < 128; ++i) o[i] *= scale01[(i >> 1) & 1];
+        rescale_o<FAST>(o, scale01);
         if (seqlen - blk1 * BLOCK_N < BLOCK_N) {
           zero_tail_rows(sm.k[1], 4, max(seqlen - blk1 * BLOCK_N, 0), t128);
           zero_tail_rows(sm.k[0], 4, max(seqlen - blk0 * BLOCK_N, 0), t128);
@@ -430,7 +451,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
   }
 }
 
-template <typename T>
+template <typename T, bool FAST>
 __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
   extern __shared__ uint8_t smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -451,16 +472,24 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
     load_tiles(p, sm, first, 1, 0, NUM_TILES, blockIdx.y, policy, true);
   }
   __syncthreads();
-  consumer<T>(p, sm, meta, blockIdx.x, blockIdx.y);
+  consumer<T, FAST>(p, sm, meta, blockIdx.x, blockIdx.y);
   ptx::pdl_launch_dependents();
 }
 
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_dense_seesaw_bf16_sm90(const __grid_constant__ mla::DenseParams p) {
-  dense_seesaw<ptx::bf16_t>(p);
+  dense_seesaw<ptx::bf16_t, false>(p);
 }
 extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_dense_seesaw_fp16_sm90(const __grid_constant__ mla::DenseParams p) {
-  dense_seesaw<ptx::fp16_t>(p);
+  dense_seesaw<ptx::fp16_t, false>(p);
+}
+// "seesaw_fast": the same schedule with warp-uniform fast paths (no masking in full blocks, no rescale by
+// exactly 1). Written without GPU access; selectable, not the default, until measured on the H200.
+extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_dense_seesaw_fast_bf16_sm90(const __grid_constant__ mla::DenseParams p) {
+  dense_seesaw<ptx::bf16_t, true>(p);
+}
+extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_dense_seesaw_fast_fp16_sm90(const __grid_constant__ mla::DenseParams p) {
+  dense_seesaw<ptx::fp16_t, true>(p);
 }
 extern "C" __device__ const int mla_dense_seesaw_smem_bytes = SMEM_BYTES;

@@ -20,6 +20,12 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
     kinds: ["dense"],
     run: (args: FlashMlaWithKvcacheArgs) => flashMlaWithKvcache({ ...args, kernel: "seesaw" }),
   },
+  dense_seesaw_fast: {
+    name: "dense_seesaw_fast",
+    description: "flashMlaWithKvcache, kernel \"seesaw_fast\": the seesaw with warp-uniform fast paths (no masks in full blocks, no rescale by 1); experimental",
+    kinds: ["dense"],
+    run: (args: FlashMlaWithKvcacheArgs) => flashMlaWithKvcache({ ...args, kernel: "seesaw_fast" }),
+  },
   dense_v1: {
     name: "dense_v1",
     description: "flashMlaWithKvcache, kernel \"v1\": the first wgmma split-KV kernel, then the combine",

@@ -13,6 +13,8 @@ export interface DecodeKernels {
   denseSmemBytes: number;
   seesawBf16: Kernel;
   seesawFp16: Kernel;
+  seesawFastBf16: Kernel;
+  seesawFastFp16: Kernel;
   seesawSmemBytes: number;
   combineBf16: Kernel;
   combineFp16: Kernel;
@@ -59,6 +61,8 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
     denseSmemBytes,
     seesawBf16: seesaw.getFunction("mla_dense_seesaw_bf16_sm90"),
     seesawFp16: seesaw.getFunction("mla_dense_seesaw_fp16_sm90"),
+    seesawFastBf16: seesaw.getFunction("mla_dense_seesaw_fast_bf16_sm90"),
+    seesawFastFp16: seesaw.getFunction("mla_dense_seesaw_fast_fp16_sm90"),
     seesawSmemBytes,
     combineBf16: combine.getFunction("mla_combine_bf16"),
     combineFp16: combine.getFunction("mla_combine_fp16"),
@@ -69,6 +73,8 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
   k.denseFp16.maxDynamicSharedMemory = denseSmemBytes;
   k.seesawBf16.maxDynamicSharedMemory = seesawSmemBytes;
   k.seesawFp16.maxDynamicSharedMemory = seesawSmemBytes;
+  k.seesawFastBf16.maxDynamicSharedMemory = seesawSmemBytes;
+  k.seesawFastFp16.maxDynamicSharedMemory = seesawSmemBytes;
   cache.set(deviceOrdinal, k);
   return k;
 }

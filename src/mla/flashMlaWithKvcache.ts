@@ -42,7 +42,8 @@ export interface FlashMlaWithKvcacheArgs {
   stream?: Stream;
   /**
    * Which dense main kernel runs: "seesaw" (two warpgroups sharing one online softmax, FlashMLA's
-   * schedule) or "v1" (the first tensor-core kernel, kept for comparison). @default "seesaw"
+   * schedule), "seesaw_fast" (the same with warp-uniform fast paths; experimental) or "v1" (the first
+   * tensor-core kernel, kept for comparison). @default "seesaw"
    */
   kernel?: DenseKernelName;
   /** Preallocated [b, s_q, h_q, 512] output in q's dtype (needed inside CUDA graph capture). */
@@ -51,8 +52,8 @@ export interface FlashMlaWithKvcacheArgs {
   lse?: Tensor;
 }
 
-export type DenseKernelName = "seesaw" | "v1";
-export const DENSE_KERNELS: readonly DenseKernelName[] = ["seesaw", "v1"];
+export type DenseKernelName = "seesaw" | "seesaw_fast" | "v1";
+export const DENSE_KERNELS: readonly DenseKernelName[] = ["seesaw", "seesaw_fast", "v1"];
 
 export interface FlashMlaResult {
   /** [b, s_q, h_q, 512], q's dtype. */
@@ -200,8 +201,10 @@ export function flashMlaWithKvcache(args: FlashMlaWithKvcacheArgs): FlashMlaResu
     pad0: 0,
   });
   const grid: [number, number, number] = [num_m_blocks, shape.h_kv, meta.numSmParts];
-  if ((args.kernel ?? "seesaw") === "seesaw") {
-    const main = q.dtype === "bf16" ? k.seesawBf16 : k.seesawFp16;
+  const kernel = args.kernel ?? "seesaw";
+  if (kernel === "seesaw" || kernel === "seesaw_fast") {
+    const fast = kernel === "seesaw_fast";
+    const main = q.dtype === "bf16" ? (fast ? k.seesawFastBf16 : k.seesawBf16) : fast ? k.seesawFastFp16 : k.seesawFp16;
     main.launch({ grid, block: 256, sharedMemBytes: k.seesawSmemBytes, stream }, [{ kind: "bytes", value: params }]);
   } else {
     const main = q.dtype === "bf16" ? k.denseBf16 : k.denseFp16;

@@ -136,6 +136,21 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
     }
   });
 
+  test("seesaw_fast gives bit-identical outputs to seesaw (its fast paths only skip masks and multiplies by 1)", () => {
+    for (const [i, spec] of [{ b: 16, s_q: 1, h_q: 128, mean: 3000 }, { b: 8, s_q: 2, h_q: 64, mean: 1000 }, { b: 5, s_q: 4, h_q: 16, mean: 777 }].entries()) {
+      const c = makeDenseCaseGpu({ seed: 9100 + i, b: spec.b, s_q: spec.s_q, h_q: spec.h_q, h_kv: 1, seqlens: { mean: spec.mean, varlen: true, zeroFraction: 0.1 }, causal: true, dtype: "bf16" });
+      const a = run(c, undefined, "seesaw");
+      const f = run(c, undefined, "seesaw_fast");
+      try {
+        assert.deepEqual(f.out.toHost().host, a.out.toHost().host, `out differs (case ${i})`);
+        assert.deepEqual(f.lse.toHost().host, a.lse.toHost().host, `lse differs (case ${i})`);
+      } finally {
+        for (const r of [a, f]) { r.out.dispose(); r.lse.dispose(); r.meta.dispose(); }
+        c.dispose();
+      }
+    }
+  });
+
   test("fp16 q and cache match the CPU reference", () => {
     let n = 0;
     for (const [h_q, h_kv] of [[1, 1], [64, 1], [128, 2], [126, 3]] as const) for (const s_q of [1, 2]) {
