@@ -1,6 +1,6 @@
 import { ArgumentError } from "../errors/ArgumentError.js";
 import { Device } from "../runtime/Device.js";
-import type { Stream } from "../runtime/Stream.js";
+import { Stream } from "../runtime/Stream.js";
 import { Tensor } from "../runtime/Tensor.js";
 import { TensorMap } from "../runtime/TensorMap.js";
 import { checkSameDevice, checkScalar, checkTensor } from "./checkTensor.js";
@@ -8,12 +8,15 @@ import { decodeKernels } from "./decodeKernels.js";
 import { MlaSchedMeta, type MlaSchedConfig } from "./MlaSchedMeta.js";
 import { CombineParamsStruct, DenseParamsStruct, SchedParamsStruct } from "./params.js";
 import { numSmPartsDense, numSplitSlots, SCHED_META_INTS } from "./schedule.js";
+import { isSparseCall, refuseSparseCall } from "./sparseArgs.js";
 
 const FN = "flashMlaWithKvcache";
 export const D_QK = 576;
 export const D_V = 512;
 export const DENSE_PAGE_BLOCK_SIZE = 64;
 const BLOCK_M = 64;
+/** CUDA's limit on grid dimensions y and z. */
+const MAX_GRID_YZ = 65535;
 
 /** Arguments of {@link flashMlaWithKvcache} (FlashMLA's `flash_mla_with_kvcache`, camelCased). */
 export interface FlashMlaWithKvcacheArgs {
@@ -73,36 +76,52 @@ interface DenseShape {
   causal: boolean;
 }
 
-/** Validates every argument of the dense path before anything touches the GPU. Exported for tests. */
-export function validateDenseArgs(a: FlashMlaWithKvcacheArgs, requireCuda = true): DenseShape {
-  if (a === null || typeof a !== "object") throw new ArgumentError(FN, "args", "an options object", String(a));
+/**
+ * Validates every argument of the dense path before anything touches the GPU. Exported for tests:
+ * `requireCuda = false` checks everything but residency, so host tensors can stand in for GPU ones.
+ * `fn` names the public function in messages (mlaDecodeReferenceGpu shares these checks).
+ */
+export function validateDenseArgs(a: FlashMlaWithKvcacheArgs, requireCuda = true, fn = FN): DenseShape {
+  if (a === null || typeof a !== "object") throw new ArgumentError(fn, "args", "an options object", String(a));
   if (a.indices !== undefined || a.isFp8Kvcache || a.topkLength !== undefined || a.attnSink !== undefined) {
-    throw new ArgumentError(FN, a.indices !== undefined ? "indices" : a.isFp8Kvcache ? "isFp8Kvcache" : a.topkLength !== undefined ? "topkLength" : "attnSink",
+    throw new ArgumentError(fn, a.indices !== undefined ? "indices" : a.isFp8Kvcache ? "isFp8Kvcache" : a.topkLength !== undefined ? "topkLength" : "attnSink",
       "the dense path (the sparse FP8 GPU kernel is not in this version; mlaDecodeReference computes sparse decode on the CPU)", "a sparse argument");
   }
   const device = requireCuda ? ("cuda" as const) : undefined;
-  const q = checkTensor(FN, "q", a.q, { dtypes: ["bf16", "fp16"], shape: [undefined, undefined, undefined, D_QK], dims: ["b", "s_q", "h_q", "d_qk"], lastDimContiguous: true, alignBytes: 16, device });
+  const q = checkTensor(fn, "q", a.q, { dtypes: ["bf16", "fp16"], shape: [undefined, undefined, undefined, D_QK], dims: ["b", "s_q", "h_q", "d_qk"], lastDimContiguous: true, alignBytes: 16, device });
   const [b, s_q, h_q] = q.shape;
-  if (b < 1) throw new ArgumentError(FN, "q", "b >= 1 (shape [b, s_q, h_q, 576])", `b = ${b}`);
-  if (s_q < 1) throw new ArgumentError(FN, "q", "s_q >= 1", `s_q = ${s_q}`);
-  if (h_q < 1) throw new ArgumentError(FN, "q", "h_q >= 1", `h_q = ${h_q}`);
-  const k = checkTensor(FN, "kCache", a.kCache, { dtypes: [q.dtype], shape: [undefined, undefined, undefined, D_QK], dims: ["num_blocks", "page_block_size", "h_kv", "d_qk"], lastDimContiguous: true, alignBytes: 16, device });
-  if (k.shape[1] !== DENSE_PAGE_BLOCK_SIZE) throw new ArgumentError(FN, "kCache", `page_block_size = ${DENSE_PAGE_BLOCK_SIZE} (dense decode pages hold 64 tokens)`, `${k.shape[1]}`);
+  if (b < 1) throw new ArgumentError(fn, "q", "b >= 1 (shape [b, s_q, h_q, 576])", `b = ${b}`);
+  if (s_q < 1) throw new ArgumentError(fn, "q", "s_q >= 1", `s_q = ${s_q}`);
+  if (h_q < 1) throw new ArgumentError(fn, "q", "h_q >= 1", `h_q = ${h_q}`);
+  // The combine kernel's grid is (rows, h_kv, b): CUDA caps grid y and z at 65535.
+  if (b > MAX_GRID_YZ) throw new ArgumentError(fn, "q", `b <= ${MAX_GRID_YZ} (a launch grid dimension)`, `b = ${b}`);
+  const k = checkTensor(fn, "kCache", a.kCache, { dtypes: [q.dtype], shape: [undefined, undefined, undefined, D_QK], dims: ["num_blocks", "page_block_size", "h_kv", "d_qk"], lastDimContiguous: true, alignBytes: 16, device });
+  if (k.shape[1] !== DENSE_PAGE_BLOCK_SIZE) throw new ArgumentError(fn, "kCache", `page_block_size = ${DENSE_PAGE_BLOCK_SIZE} (dense decode pages hold 64 tokens)`, `${k.shape[1]}`);
   const h_kv = k.shape[2];
-  if (h_kv < 1 || h_q % h_kv !== 0) throw new ArgumentError(FN, "kCache", `h_kv >= 1 dividing h_q = ${h_q}`, `h_kv = ${h_kv}`);
-  if (k.shape[0] < 1) throw new ArgumentError(FN, "kCache", "num_blocks >= 1", `${k.shape[0]}`);
-  if (a.blockTable === undefined) throw new ArgumentError(FN, "blockTable", "an int32 tensor [b, max_blocks_per_seq] (dense decode)", "undefined");
-  const bt = checkTensor(FN, "blockTable", a.blockTable, { dtypes: ["i32"], shape: [b, undefined], dims: ["b", "max_blocks_per_seq"], lastDimContiguous: true, device });
-  if (a.cacheSeqlens === undefined) throw new ArgumentError(FN, "cacheSeqlens", "an int32 tensor [b] (dense decode)", "undefined");
-  checkTensor(FN, "cacheSeqlens", a.cacheSeqlens, { dtypes: ["i32"], shape: [b], dims: ["b"], contiguous: true, device });
-  checkScalar(FN, "headDimV", a.headDimV, (v) => v === D_V, "512");
-  const softmax_scale = a.softmaxScale === undefined ? 1 / Math.sqrt(D_QK) : checkScalar(FN, "softmaxScale", a.softmaxScale, (v) => Number.isFinite(v) && v > 0, "a finite number > 0");
-  if (a.causal !== undefined && typeof a.causal !== "boolean") throw new ArgumentError(FN, "causal", "a boolean", typeof a.causal);
-  if (!(a.schedMeta instanceof MlaSchedMeta)) throw new ArgumentError(FN, "schedMeta", "the object getMlaMetadata() returns", a.schedMeta === undefined ? "undefined" : String(a.schedMeta));
-  if (a.kernel !== undefined && !DENSE_KERNELS.includes(a.kernel)) throw new ArgumentError(FN, "kernel", DENSE_KERNELS.map((k) => `"${k}"`).join(" or "), JSON.stringify(a.kernel));
-  if (a.out !== undefined) checkTensor(FN, "out", a.out, { dtypes: [q.dtype], shape: [b, s_q, h_q, D_V], dims: ["b", "s_q", "h_q", "d_v"], contiguous: true, alignBytes: 16, device });
-  if (a.lse !== undefined) checkTensor(FN, "lse", a.lse, { dtypes: ["f32"], shape: [b, h_q, s_q], dims: ["b", "h_q", "s_q"], contiguous: true, device });
-  checkSameDevice(FN, { q, kCache: k, blockTable: bt, cacheSeqlens: a.cacheSeqlens, out: a.out, lse: a.lse });
+  if (h_kv < 1 || h_q % h_kv !== 0) throw new ArgumentError(fn, "kCache", `h_kv >= 1 dividing h_q = ${h_q}`, `h_kv = ${h_kv}`);
+  if (h_kv > MAX_GRID_YZ) throw new ArgumentError(fn, "kCache", `h_kv <= ${MAX_GRID_YZ} (a launch grid dimension)`, `h_kv = ${h_kv}`);
+  if (k.shape[0] < 1) throw new ArgumentError(fn, "kCache", "num_blocks >= 1", `${k.shape[0]}`);
+  if (a.blockTable === undefined) throw new ArgumentError(fn, "blockTable", "an int32 tensor [b, max_blocks_per_seq] (dense decode)", "undefined");
+  const bt = checkTensor(fn, "blockTable", a.blockTable, { dtypes: ["i32"], shape: [b, undefined], dims: ["b", "max_blocks_per_seq"], lastDimContiguous: true, device });
+  if (a.cacheSeqlens === undefined) throw new ArgumentError(fn, "cacheSeqlens", "an int32 tensor [b] (dense decode)", "undefined");
+  checkTensor(fn, "cacheSeqlens", a.cacheSeqlens, { dtypes: ["i32"], shape: [b], dims: ["b"], contiguous: true, device });
+  checkScalar(fn, "headDimV", a.headDimV, (v) => v === D_V, "512");
+  const softmax_scale = a.softmaxScale === undefined ? 1 / Math.sqrt(D_QK) : checkScalar(fn, "softmaxScale", a.softmaxScale, (v) => Number.isFinite(v) && v > 0, "a finite number > 0");
+  if (a.causal !== undefined && typeof a.causal !== "boolean") throw new ArgumentError(fn, "causal", "a boolean", typeof a.causal);
+  if (!(a.schedMeta instanceof MlaSchedMeta)) throw new ArgumentError(fn, "schedMeta", "the object getMlaMetadata() returns", a.schedMeta === undefined ? "undefined" : String(a.schedMeta));
+  // Metadata filled on one GPU holds that GPU's pointers; another GPU's kernels must not read them.
+  const metaDevice = a.schedMeta.schedMeta?.device;
+  if (metaDevice !== undefined && q.isCuda && metaDevice !== q.device) {
+    throw new ArgumentError(fn, "schedMeta", `metadata filled on q's device (${q.device})`, `metadata filled on ${metaDevice}`);
+  }
+  if (a.stream !== undefined) {
+    if (!(a.stream instanceof Stream)) throw new ArgumentError(fn, "stream", "a Stream (Stream.create()) or undefined", a.stream === null ? "null" : typeof a.stream);
+    if (q.isCuda && `cuda:${a.stream.deviceOrdinal}` !== q.device) throw new ArgumentError(fn, "stream", `a stream on q's device (${q.device})`, `a stream on cuda:${a.stream.deviceOrdinal}`);
+  }
+  if (a.kernel !== undefined && !DENSE_KERNELS.includes(a.kernel)) throw new ArgumentError(fn, "kernel", DENSE_KERNELS.map((k) => `"${k}"`).join(" or "), JSON.stringify(a.kernel));
+  if (a.out !== undefined) checkTensor(fn, "out", a.out, { dtypes: [q.dtype], shape: [b, s_q, h_q, D_V], dims: ["b", "s_q", "h_q", "d_v"], contiguous: true, alignBytes: 16, device });
+  if (a.lse !== undefined) checkTensor(fn, "lse", a.lse, { dtypes: ["f32"], shape: [b, h_q, s_q], dims: ["b", "h_q", "s_q"], contiguous: true, device });
+  checkSameDevice(fn, { q, kCache: k, blockTable: bt, cacheSeqlens: a.cacheSeqlens, out: a.out, lse: a.lse });
   return { b, s_q, h_q, h_kv, num_blocks: k.shape[0], max_blocks_per_seq: bt.shape[1], softmax_scale, causal: s_q > 1 && a.causal === true };
 }
 
@@ -141,6 +160,8 @@ function initSchedMeta(meta: MlaSchedMeta, config: MlaSchedConfig, shape: DenseS
  * }
  */
 export function flashMlaWithKvcache(args: FlashMlaWithKvcacheArgs): FlashMlaResult {
+  // A sparse call gets all its argument errors (validateSparseArgs) before the refusal: no sparse GPU kernel yet.
+  if (isSparseCall(args)) refuseSparseCall(args);
   const shape = validateDenseArgs(args);
   const { q, kCache, stream } = args;
   const blockTable = args.blockTable!;
