@@ -1,8 +1,10 @@
 /**
  * The tile scheduler (FLASHMLA.md §2.1-2.2), CPU twin of kernels/mla_decode/sched_meta.cu: same
  * algorithm, same records, so tests can compare the GPU's metadata with this one and both with the
- * invariants in `checkSchedule`.
+ * invariants in `checkSchedule`. The sparse path reuses it on the lengths of `sparseScheduleLengths`.
  */
+import { ArgumentError } from "../errors/ArgumentError.js";
+
 export const BLOCK_N = 64;
 /** Each piece of work also costs this many blocks (prologue, Q load, epilogue, combine). */
 export const SCHED_FIXED_OVERHEAD = 5;
@@ -36,6 +38,48 @@ export function numKvBlocks(seqlen: number): number {
 export function numSmPartsDense(smCount: number, s_q: number, h_q: number, h_kv: number): number {
   const numMBlocks = Math.ceil((s_q * h_q) / h_kv / 64);
   return Math.max(Math.floor(smCount / h_kv / numMBlocks), 1);
+}
+
+/** Query heads one sparse CTA computes: the wgmma M tile. */
+export const SPARSE_HEADS_PER_CTA = 64;
+
+/**
+ * FlashMLA's sm90 sparse part count, `max(SMs / s_q / (h_q / 64), 1)`: one CTA column per query token
+ * and per 64-head tile, about one CTA per SM in all. For h_q < 64 (8, 16, 32, which FlashMLA does not
+ * run) the kernel still computes one 64-row tile with the rows past h_q masked, so the tile count is
+ * ceil(h_q / 64) = 1 where FlashMLA's integer h_q / 64 would be 0.
+ */
+export function numSmPartsSparse(smCount: number, s_q: number, h_q: number): number {
+  const numHeadTiles = Math.ceil(h_q / SPARSE_HEADS_PER_CTA);
+  return Math.max(Math.floor(Math.floor(smCount / s_q) / numHeadTiles), 1);
+}
+
+/**
+ * The per-request lengths the scheduler balances on the sparse path (FLASHMLA.md §2.2): request i
+ * attends the first `topkLength[i]` entries of each index row, or all `topk` without topkLength. A
+ * value is clamped to [0, topk] (the kernel never reads past an index row), then 0 is raised to 1
+ * as FlashMLA does, so an empty request still gets the one block whose CTA writes out 0 and lse +inf.
+ * Blocks are then 64 consecutive index entries, not 64 cache tokens.
+ *
+ * @param b - number of requests; needed only without topkLength (with it, it must match).
+ * @example computeSchedule(sparseScheduleLengths(2048, undefined, 128), numSmPartsSparse(132, 2, 128))
+ */
+export function sparseScheduleLengths(topk: number, topkLength?: ArrayLike<number>, b: number | undefined = topkLength?.length): Int32Array {
+  const fn = "sparseScheduleLengths";
+  if (!Number.isSafeInteger(topk) || topk < 1) throw new ArgumentError(fn, "topk", "an integer >= 1", String(topk));
+  if (b === undefined || !Number.isSafeInteger(b) || b < 1) throw new ArgumentError(fn, "b", "an integer >= 1 (or topkLength)", String(b));
+  if (topkLength !== undefined && topkLength.length !== b) {
+    throw new ArgumentError(fn, "topkLength", `${b} lengths (one per request)`, `${topkLength.length}`);
+  }
+  const lengths = new Int32Array(b);
+  for (let i = 0; i < b; i++) {
+    if (topkLength !== undefined && !Number.isInteger(topkLength[i])) {
+      throw new ArgumentError(fn, "topkLength", "integers", `topkLength[${i}] = ${topkLength[i]}`);
+    }
+    const len = topkLength === undefined ? topk : Math.min(Math.max(topkLength[i], 0), topk);
+    lengths[i] = Math.max(len, 1);
+  }
+  return lengths;
 }
 
 /** Accumulator slots the split partials can need: every request once, plus one per part boundary. */
