@@ -1,7 +1,7 @@
 import { ArgumentError, formatShape } from "../errors/ArgumentError.js";
 import { DeviceBuffer } from "./DeviceBuffer.js";
 import type { Stream } from "./Stream.js";
-import { allocHostArray, dtypeSize, hostArrayMatches, type DType, type HostArray } from "./dtype.js";
+import { allocHostArray, DTYPES, dtypeSize, hostArrayMatches, type DType, type HostArray } from "./dtype.js";
 
 /** Where a tensor's elements live. */
 export type DeviceName = "cpu" | `cuda:${number}`;
@@ -48,8 +48,9 @@ export class Tensor {
   /** Wraps a host array (no copy). bf16/fp16 need a Uint16Array, fp8/u8 a Uint8Array, f32 a Float32Array, i32 an Int32Array. */
   static fromHost(data: HostArray, shape: readonly number[], dtype: DType): Tensor {
     checkShape("Tensor.fromHost", shape);
-    if (!hostArrayMatches(dtype, data)) {
-      throw new ArgumentError("Tensor.fromHost", "data", `the host array type of ${dtype}`, data.constructor.name);
+    checkDtype("Tensor.fromHost", dtype);
+    if (data === null || typeof data !== "object" || !hostArrayMatches(dtype, data)) {
+      throw new ArgumentError("Tensor.fromHost", "data", `the host array type of ${dtype}`, data === null || typeof data !== "object" ? String(data) : data.constructor.name);
     }
     if (data.length !== numelOf(shape)) {
       throw new ArgumentError("Tensor.fromHost", "data", `${numelOf(shape)} elements for shape ${formatShape(shape)}`, `${data.length}`);
@@ -60,12 +61,14 @@ export class Tensor {
   /** A new zero-filled host tensor. */
   static zerosHost(shape: readonly number[], dtype: DType): Tensor {
     checkShape("Tensor.zerosHost", shape);
+    checkDtype("Tensor.zerosHost", dtype);
     return new Tensor(dtype, shape, contiguousStrides(shape), 0, allocHostArray(dtype, numelOf(shape)), undefined);
   }
 
   /** A new uninitialised device tensor in a freshly allocated buffer (at least 1 byte). */
   static emptyDevice(shape: readonly number[], dtype: DType, deviceOrdinal = 0): Tensor {
     checkShape("Tensor.emptyDevice", shape);
+    checkDtype("Tensor.emptyDevice", dtype);
     const buffer = DeviceBuffer.alloc(Math.max(1, numelOf(shape) * dtypeSize(dtype)), deviceOrdinal);
     return new Tensor(dtype, shape, contiguousStrides(shape), 0, undefined, buffer);
   }
@@ -77,12 +80,17 @@ export class Tensor {
     dtype: DType,
     opts: { strides?: readonly number[]; byteOffset?: number } = {},
   ): Tensor {
-    checkShape("Tensor.fromDeviceBuffer", shape);
+    const fn = "Tensor.fromDeviceBuffer";
+    if (!(buffer instanceof DeviceBuffer)) throw new ArgumentError(fn, "buffer", "a DeviceBuffer", buffer === null ? "null" : typeof buffer);
+    checkShape(fn, shape);
+    checkDtype(fn, dtype);
     const strides = opts.strides ?? contiguousStrides(shape);
+    checkStrides(fn, "opts.strides", strides, shape);
     const byteOffset = opts.byteOffset ?? 0;
     const size = dtypeSize(dtype);
-    if (byteOffset % size !== 0) {
-      throw new ArgumentError("Tensor.fromDeviceBuffer", "byteOffset", `a multiple of ${size}`, `${byteOffset}`);
+    // A negative offset would place element [0,...] before the allocation.
+    if (!Number.isSafeInteger(byteOffset) || byteOffset < 0 || byteOffset % size !== 0) {
+      throw new ArgumentError(fn, "byteOffset", `a non-negative multiple of ${size}`, `${byteOffset}`);
     }
     const t = new Tensor(dtype, shape, strides, byteOffset / size, undefined, buffer);
     const end = (t.offset + t.maxElementIndex() + 1) * size;
@@ -140,6 +148,8 @@ export class Tensor {
 
   /** A view with new shape (contiguous tensors only). */
   reshape(shape: readonly number[]): Tensor {
+    // Without this, [-1, -4] would pass the element-count test below for a 4-element tensor.
+    checkShape("Tensor.reshape", shape);
     if (numelOf(shape) !== this.numel) {
       throw new ArgumentError("Tensor.reshape", "shape", `${this.numel} elements`, `${formatShape(shape)} (${numelOf(shape)})`);
     }
@@ -147,12 +157,27 @@ export class Tensor {
     return new Tensor(this.dtype, shape, contiguousStrides(shape), this.offset, this.host, this.buffer);
   }
 
-  /** A view of the same storage with other dtype (same element size), shape and strides. */
+  /**
+   * A view of the same storage with other dtype (same element size), shape and strides. A view of a
+   * device tensor must lie inside its DeviceBuffer (kernels trust a tensor's extent); host views are
+   * checked where they are read (mlaDecodeReference).
+   */
   view(shape: readonly number[], strides: readonly number[] = contiguousStrides(shape), dtype: DType = this.dtype): Tensor {
+    const fn = "Tensor.view";
+    checkShape(fn, shape);
+    checkStrides(fn, "strides", strides, shape);
+    checkDtype(fn, dtype);
     if (dtypeSize(dtype) !== this.elementSize) {
-      throw new ArgumentError("Tensor.view", "dtype", `${this.elementSize}-byte type`, dtype);
+      throw new ArgumentError(fn, "dtype", `${this.elementSize}-byte type`, dtype);
     }
-    return new Tensor(dtype, shape, strides, this.offset, this.host, this.buffer);
+    const t = new Tensor(dtype, shape, strides, this.offset, this.host, this.buffer);
+    if (this.buffer && t.numel > 0) {
+      const end = (t.offset + t.maxElementIndex() + 1) * t.elementSize;
+      if (end > this.buffer.sizeBytes) {
+        throw new ArgumentError(fn, "shape", `a view within the ${this.buffer.sizeBytes}-byte buffer`, `${formatShape(shape)} with strides ${formatShape(strides)} ending at byte ${end}`);
+      }
+    }
+    return t;
   }
 
   /** For host tensors: the elements in row-major order (a copy unless already contiguous from 0). */
@@ -208,5 +233,16 @@ export class Tensor {
 function checkShape(fn: string, shape: readonly number[]): void {
   if (!Array.isArray(shape) || shape.some((n) => !Number.isInteger(n) || n < 0)) {
     throw new ArgumentError(fn, "shape", "an array of non-negative integers", JSON.stringify(shape));
+  }
+}
+
+function checkDtype(fn: string, dtype: DType): void {
+  if (!DTYPES.includes(dtype)) throw new ArgumentError(fn, "dtype", `one of ${DTYPES.join(", ")}`, JSON.stringify(dtype));
+}
+
+/** Strides in elements: one non-negative integer per dimension (negative strides would reach before the storage). */
+function checkStrides(fn: string, name: string, strides: readonly number[], shape: readonly number[]): void {
+  if (!Array.isArray(strides) || strides.length !== shape.length || strides.some((s) => !Number.isSafeInteger(s) || s < 0)) {
+    throw new ArgumentError(fn, name, `${shape.length} non-negative integers (one per dimension of ${formatShape(shape)})`, JSON.stringify(strides));
   }
 }
