@@ -1,5 +1,7 @@
 import { check } from "../driver/check.js";
-import { driverOn } from "../runtime/Device.js";
+import { NoGpuError } from "../errors/NoGpuError.js";
+import { Device, driverOn } from "../runtime/Device.js";
+import { hopperSupport } from "../runtime/hopperSupport.js";
 import type { Kernel } from "../runtime/Kernel.js";
 import { Module } from "../runtime/Module.js";
 import type { CStruct } from "./CStruct.js";
@@ -35,10 +37,16 @@ function checked(mod: Module, layoutSymbol: string, struct: CStruct<string>, dev
   struct.checkLayout(readInt32Global(mod, layoutSymbol, deviceOrdinal));
 }
 
-/** Loads (once per device) the cubins from dist/kernels and verifies every params layout. */
+/**
+ * Loads (once per device) the cubins from dist/kernels and verifies every params layout.
+ * @throws NoGpuError without a driver or GPU, or when the GPU is not a Hopper (compute capability 9.0).
+ */
 export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
   const hit = cache.get(deviceOrdinal);
   if (hit) return hit;
+  // Before any cubin is read: on another GPU the driver's refusal would not say what to do.
+  const support = hopperSupport(Device.get(deviceOrdinal));
+  if (!support.ok) throw new NoGpuError(support.reason);
   const sched = Module.load("sched_meta", { deviceOrdinal });
   checked(sched, "sched_params_layout", SchedParamsStruct, deviceOrdinal);
   const dense = Module.load("dense_decode_sm90", { deviceOrdinal });

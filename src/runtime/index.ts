@@ -3,6 +3,7 @@ export { Device } from "./Device.js";
 export { DeviceBuffer, type DeviceCopyOptions } from "./DeviceBuffer.js";
 export { Event, type EventOptions } from "./Event.js";
 export { Graph } from "./Graph.js";
+export { hopperSupport, type GpuIdentity, type HopperSupport } from "./hopperSupport.js";
 export { Kernel, type KernelAttributes, type KernelParamInfo } from "./Kernel.js";
 export { Module, type ModuleLoadOptions } from "./Module.js";
 export { normalizeLaunchConfig, type Dim3, type LaunchConfig, type NormalizedLaunchConfig } from "./normalizeLaunchConfig.js";

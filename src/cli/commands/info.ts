@@ -5,6 +5,7 @@ import { config } from "../../config.js";
 import { check } from "../../driver/check.js";
 import { driverAvailable, loadDriver } from "../../driver/loadDriver.js";
 import { Device } from "../../runtime/Device.js";
+import { hopperSupport } from "../../runtime/hopperSupport.js";
 import { readKernelManifest, readVerifiedCubin } from "../../runtime/readVerifiedCubin.js";
 
 /** What `flashmla info` found: software, driver, the GPU, the kernels and what can run. */
@@ -128,9 +129,9 @@ function inspectKernels(dir: string): InfoReport["kernels"] {
 
 function hopperVerdict(gpu: InfoReport["gpu"], kernels: InfoReport["kernels"]): InfoReport["hopperKernels"] {
   if (!gpu.available) return { canRun: false, reason: gpu.reason };
-  if (!gpu.isHopper) {
-    return { canRun: false, reason: `the kernels are built for sm_90a (compute capability 9.0); ${gpu.name} is ${gpu.computeCapability}` };
-  }
+  const [major, minor] = gpu.computeCapability.split(".").map(Number);
+  const support = hopperSupport({ name: gpu.name, computeCapability: { major, minor } });
+  if (!support.ok) return { canRun: false, reason: support.reason };
   if (!kernels.ok) return { canRun: false, reason: kernels.problem ?? "the kernels are not built; run npm run build:kernels" };
   return { canRun: true, reason: `${gpu.name} is sm_90 and ${kernels.modules.length} verified cubins are in ${kernels.dir}` };
 }
