@@ -1,7 +1,7 @@
 import { ArgumentError } from "../errors/ArgumentError.js";
 import { Device } from "../runtime/Device.js";
 import { quantizeKvCacheV32 } from "../numeric/kvCacheFp8.js";
-import type { Stream } from "../runtime/Stream.js";
+import { Stream } from "../runtime/Stream.js";
 import { Tensor } from "../runtime/Tensor.js";
 import { checkSameDevice, checkTensor } from "./checkTensor.js";
 import { decodeKernels } from "./decodeKernels.js";
@@ -20,19 +20,37 @@ export interface WriteKvCacheFp8Args {
 }
 
 /**
- * Quantizes bf16 latent tokens into the V32 FP8 KV cache (656 bytes per token: 512 e4m3, 4 f32 tile
- * scales, 64 bf16 RoPE) at the given slots, on the GPU. Bit-identical to quantizeKvCacheV32 on the CPU.
+ * Checks the arguments of {@link writeKvCacheFp8} and returns them. `requireCuda = false` checks
+ * everything but residency (and the device address), so host tensors can stand in. Exported for tests.
  */
-export function writeKvCacheFp8(args: WriteKvCacheFp8Args): void {
+export function validateWriteKvCacheFp8Args(args: WriteKvCacheFp8Args, requireCuda = true): { kv: Tensor; slots: Tensor; cache: Tensor } {
   const fn = "writeKvCacheFp8";
-  const kv = checkTensor(fn, "kv", args.kv, { dtypes: ["bf16"], shape: [undefined, 576], dims: ["num_tokens", "d_qk"], lastDimContiguous: true, alignBytes: 16, device: "cuda" });
+  if (args === null || typeof args !== "object") throw new ArgumentError(fn, "args", "an options object", String(args));
+  const device = requireCuda ? ("cuda" as const) : undefined;
+  const kv = checkTensor(fn, "kv", args.kv, { dtypes: ["bf16"], shape: [undefined, 576], dims: ["num_tokens", "d_qk"], lastDimContiguous: true, alignBytes: 16, device });
   const n = kv.shape[0];
-  const slots = checkTensor(fn, "slotMapping", args.slotMapping, { dtypes: ["i32"], shape: [n], dims: ["num_tokens"], contiguous: true, device: "cuda" });
-  const cache = checkTensor(fn, "kCache", args.kCache, { dtypes: ["u8", "fp8_e4m3"], shape: [undefined, undefined, 1, FP8_TOKEN_BYTES], dims: ["num_blocks", "page_block_size", "h_kv", "token_bytes"], lastDimContiguous: true, device: "cuda" });
+  const slots = checkTensor(fn, "slotMapping", args.slotMapping, { dtypes: ["i32"], shape: [n], dims: ["num_tokens"], contiguous: true, device });
+  const cache = checkTensor(fn, "kCache", args.kCache, { dtypes: ["u8", "fp8_e4m3"], shape: [undefined, undefined, 1, FP8_TOKEN_BYTES], dims: ["num_blocks", "page_block_size", "h_kv", "token_bytes"], lastDimContiguous: true, device });
   if (cache.shape[1] > 1 && cache.strides[1] !== FP8_TOKEN_BYTES) throw new ArgumentError(fn, "kCache", `a token stride of ${FP8_TOKEN_BYTES} bytes`, `${cache.strides[1]}`);
   if (cache.shape[0] > 1 && cache.strides[0] % 16 !== 0) throw new ArgumentError(fn, "kCache", "a block stride that is a multiple of 16 bytes", `${cache.strides[0]}`);
-  if (cache.ptr % 16n !== 0n) throw new ArgumentError(fn, "kCache", "data aligned to 16 bytes", `address 0x${cache.ptr.toString(16)}`);
+  if (cache.isCuda && cache.ptr % 16n !== 0n) throw new ArgumentError(fn, "kCache", "data aligned to 16 bytes", `address 0x${cache.ptr.toString(16)}`);
   checkSameDevice(fn, { kv, slotMapping: slots, kCache: cache });
+  if (args.stream !== undefined) {
+    if (!(args.stream instanceof Stream)) throw new ArgumentError(fn, "stream", "a Stream (Stream.create()) or undefined", args.stream === null ? "null" : typeof args.stream);
+    if (kv.isCuda && `cuda:${args.stream.deviceOrdinal}` !== kv.device) throw new ArgumentError(fn, "stream", `a stream on kv's device (${kv.device})`, `a stream on cuda:${args.stream.deviceOrdinal}`);
+  }
+  return { kv, slots, cache };
+}
+
+/**
+ * Quantizes bf16 latent tokens into the V32 FP8 KV cache (656 bytes per token: 512 e4m3, 4 f32 tile
+ * scales, 64 bf16 RoPE) at the given slots, on the GPU. Bit-identical to quantizeKvCacheV32 on the CPU.
+ * Slots outside [0, num_blocks * page_block_size) (-1 by convention) are skipped: nothing is written
+ * outside the cache.
+ */
+export function writeKvCacheFp8(args: WriteKvCacheFp8Args): void {
+  const { kv, slots, cache } = validateWriteKvCacheFp8Args(args);
+  const n = kv.shape[0];
   if (n === 0) return;
   const ordinal = Number(kv.device.slice(5));
   const params = Fp8KvWriteParamsStruct.pack({
@@ -56,6 +74,7 @@ export function writeKvCacheFp8(args: WriteKvCacheFp8Args): void {
 export function quantizeKvCacheFp8(kv: Tensor, stream?: Stream): Tensor {
   const fn = "quantizeKvCacheFp8";
   checkTensor(fn, "kv", kv, { dtypes: ["bf16"], shape: [undefined, 576], dims: ["num_tokens", "d_qk"], lastDimContiguous: true });
+  if (stream !== undefined && !(stream instanceof Stream)) throw new ArgumentError(fn, "stream", "a Stream (Stream.create()) or undefined", stream === null ? "null" : typeof stream);
   const n = kv.shape[0];
   if (!kv.isCuda) {
     const host = kv.contiguousHost();
@@ -66,6 +85,9 @@ export function quantizeKvCacheFp8(kv: Tensor, stream?: Stream): Tensor {
   const slots = Tensor.toDevice(Tensor.fromHost(Int32Array.from({ length: n }, (_, i) => i), [n], "i32"), ordinal);
   try {
     writeKvCacheFp8({ kv, slotMapping: slots, kCache: out, stream });
+  } catch (e) {
+    out.dispose();
+    throw e;
   } finally {
     // The slot tensor must outlive the kernel that reads it.
     if (stream) stream.synchronize();
