@@ -18,6 +18,8 @@ export type MlaDecodeReferenceGpuArgs = Omit<FlashMlaWithKvcacheArgs, "schedMeta
 export function validateReferenceGpuArgs(args: MlaDecodeReferenceGpuArgs, requireCuda = true): ReturnType<typeof validateDenseArgs> {
   if (args === null || typeof args !== "object") throw new ArgumentError(FN, "args", "an options object", String(args));
   const shape = validateDenseArgs({ ...args, schedMeta: placeholderMeta } as FlashMlaWithKvcacheArgs, requireCuda, FN);
+  // Its grid is (h_q, s_q, b).
+  if (shape.s_q > 65535) throw new ArgumentError(FN, "q", "s_q <= 65535 (a launch grid dimension)", `s_q = ${shape.s_q}`);
   // The kernel indexes q, the cache and the table as dense row-major arrays.
   for (const [name, t] of [["q", args.q], ["kCache", args.kCache], ["blockTable", args.blockTable!]] as const) {
     if (!t.isContiguous()) throw new ArgumentError(FN, name, "a contiguous tensor (the fp32 reference reads it row-major)", `strides ${formatShape(t.strides)}`);
@@ -25,8 +27,6 @@ export function validateReferenceGpuArgs(args: MlaDecodeReferenceGpuArgs, requir
   for (const name of ["out", "lse"] as const) {
     if (args[name] !== undefined) throw new ArgumentError(FN, name, "undefined (the fp32 reference returns new f32 out and lse)", "a value");
   }
-  // Its grid is (h_q, s_q, b).
-  if (shape.s_q > 65535) throw new ArgumentError(FN, "q", "s_q <= 65535 (a launch grid dimension)", `s_q = ${shape.s_q}`);
   return shape;
 }
 
