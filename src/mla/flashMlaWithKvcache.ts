@@ -174,7 +174,14 @@ export function flashMlaWithKvcache(args: FlashMlaWithKvcacheArgs): FlashMlaResu
   if (!meta.initialized) initSchedMeta(meta, config, shape, cacheSeqlens, stream);
 
   const out = args.out ?? Tensor.emptyDevice([shape.b, shape.s_q, shape.h_q, D_V], q.dtype, ordinal);
-  const lse = args.lse ?? Tensor.emptyDevice([shape.b, shape.h_q, shape.s_q], "f32", ordinal);
+  let lse: Tensor;
+  try {
+    lse = args.lse ?? Tensor.emptyDevice([shape.b, shape.h_q, shape.s_q], "f32", ordinal);
+  } catch (e) {
+    // Out of device memory for lse: do not leak the out we just allocated (a server retries such calls).
+    if (args.out === undefined) out.dispose();
+    throw e;
+  }
   const heads_per_kv = shape.h_q / shape.h_kv;
   const rows_per_kv = shape.s_q * heads_per_kv;
   const num_m_blocks = Math.ceil(rows_per_kv / BLOCK_M);
