@@ -23,6 +23,7 @@ const SOURCES = [
   "mla_decode/sched_meta.cu",
   "mla_decode/dense_decode_sm90.cu",
   "mla_decode/dense_seesaw_sm90.cu",
+  "mla_decode/sparse_decode_sm90.cu",
   "mla_decode/combine.cu",
   "mla_decode/reference_fp32.cu",
   "mla_decode/test_fill.cu",

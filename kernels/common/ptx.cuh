@@ -280,6 +280,22 @@ __device__ __forceinline__ uint16_t cvt_e4m3x2_f32(float hi, float lo) {
   return r;
 }
 
+// cvt.rn.f16x2.e4m3x2: two e4m3 bytes (low byte -> low half) to f16x2. There is no e4m3 -> bf16 cvt on
+// sm_90; f16 holds every e4m3 value exactly, so e4m3 -> f16 -> f32 -> bf16 is exact (HOPPER-NOTES §7).
+__device__ __forceinline__ uint32_t cvt_f16x2_e4m3x2(uint16_t two) {
+  uint32_t r;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"(two));
+  return r;
+}
+
+// ld.global.nc.L1::no_allocate.v4: a 16-byte read-only load that does not pollute L1 (gathered KV tokens
+// are read once per CTA).
+__device__ __forceinline__ uint4 ld_nc_v4(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+
 // Packs two f32 into 16-bit pairs (low half = first argument), the A-fragment format of wgmma.
 template <typename T>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {

@@ -33,11 +33,13 @@ static_assert(sizeof(SchedMeta) == 32, "8 ints per part");
 
 // Inputs of the scheduler kernel.
 struct SchedParams {
-  const int* cache_seqlens;  // [b] lengths in tokens (dense)
+  const int* cache_seqlens;  // [b] lengths: tokens (dense) or valid top-k entries (sparse)
   int* sched_meta;           // [num_sm_parts, 8] out
   int* num_splits;           // [b + 1] out: prefix sum of pieces per request
   int b;
   int num_sm_parts;
+  int max_len;               // > 0: lengths are clamped to [0, max_len] (sparse: topk); 0: no clamp
+  int pad0;
 };
 
 // Dense split-KV decode. One CTA tile = 64 rows of the flattened [s_q * h_q/h_kv] query rows of one
@@ -68,6 +70,40 @@ struct alignas(128) DenseParams {
   int num_sm_parts;
   int num_blocks;              // physical KV blocks in the cache
   int causal;
+  float softmax_scale;
+  float scale_log2;            // softmax_scale * log2(e)
+  int pad0;
+};
+
+// Sparse FP8 decode (DeepSeek Sparse Attention, V32 cache). One CTA = 64 query heads of one query token
+// of one request against the 64-index blocks of that request's top-k list its SM part was given; grid
+// (ceil(h_q / 64), s_q, num_sm_parts). Split partials use the dense layout with h_kv = 1 and
+// rows_per_kv = s_q * h_q (row = s * h_q + head), so the dense combine merges them.
+struct SparseParams {
+  const void* q;               // [b, s_q, h_q, 576] bf16, last dim contiguous
+  const uint8_t* kv;           // V32 FP8 cache: token `id` at kv + (id / page_block_size) * kv_block_stride + (id % page_block_size) * 656
+  const int* indices;          // [b, s_q, topk] physical token ids; -1 (or anything outside [0, num_slots)) is invalid
+  const int* lengths;          // [b] valid prefix of each request's index rows (topk_length, or topk)
+  const float* attn_sink;      // [h_q] or null
+  void* out;                   // [b, s_q, h_q, 512] bf16
+  float* lse;                  // [b, h_q, s_q]
+  float* o_accum;              // [num_split_slots, s_q * h_q, 512]
+  float* lse_accum;            // [num_split_slots, s_q * h_q]
+  const int* sched_meta;       // [num_sm_parts, 8]
+  const int* num_splits;       // [b + 1]
+  long long q_batch_stride;    // elements
+  long long q_token_stride;
+  long long q_head_stride;
+  long long indices_batch_stride;
+  long long indices_token_stride;
+  long long kv_block_stride;   // bytes
+  int b;
+  int s_q;
+  int h_q;
+  int topk;
+  int page_block_size;
+  int num_slots;               // num_blocks * page_block_size
+  int num_sm_parts;
   float softmax_scale;
   float scale_log2;            // softmax_scale * log2(e)
   int pad0;
@@ -133,7 +169,12 @@ struct RefParams {
 #define MLA_OFFSETS_COMBINE(T, M)                                                                         \
   M(T, o_accum) M(T, lse_accum) M(T, num_splits) M(T, out) M(T, lse) M(T, attn_sink) M(T, b) M(T, s_q) M(T, h_q) M(T, h_kv)              \
   M(T, heads_per_kv) M(T, rows_per_kv) M(T, num_split_slots)
-#define MLA_OFFSETS_SCHED(T, M) M(T, cache_seqlens) M(T, sched_meta) M(T, num_splits) M(T, b) M(T, num_sm_parts)
+#define MLA_OFFSETS_SPARSE(T, M)                                                                           \
+  M(T, q) M(T, kv) M(T, indices) M(T, lengths) M(T, attn_sink) M(T, out) M(T, lse) M(T, o_accum) M(T, lse_accum)  \
+  M(T, sched_meta) M(T, num_splits) M(T, q_batch_stride) M(T, q_token_stride) M(T, q_head_stride)               \
+  M(T, indices_batch_stride) M(T, indices_token_stride) M(T, kv_block_stride) M(T, b) M(T, s_q) M(T, h_q)       \
+  M(T, topk) M(T, page_block_size) M(T, num_slots) M(T, num_sm_parts) M(T, softmax_scale) M(T, scale_log2)
+#define MLA_OFFSETS_SCHED(T, M) M(T, cache_seqlens) M(T, sched_meta) M(T, num_splits) M(T, b) M(T, num_sm_parts) M(T, max_len)
 #define MLA_OFFSETS_FP8W(T, M)                                                                            \
   M(T, kv) M(T, slot_mapping) M(T, cache) M(T, kv_stride) M(T, cache_block_stride) M(T, num_tokens) M(T, page_block_size) M(T, num_slots)
 #define MLA_OFFSETS_REF(T, M)                                                                             \

@@ -13,13 +13,18 @@ namespace {
 __device__ __forceinline__ int num_kv_blocks(int seqlen) {
   return seqlen <= 0 ? 1 : (seqlen + mla::BLOCK_N - 1) / mla::BLOCK_N;
 }
+// A request's length as the main kernels see it: sparse lengths never exceed topk.
+__device__ __forceinline__ int length_of(const mla::SchedParams& p, int i) {
+  const int len = p.cache_seqlens[i];
+  return p.max_len > 0 ? min(max(len, 0), p.max_len) : len;
+}
 }  // namespace
 
 // Grid 1, 32 threads: the lanes sum the cost, lane 0 walks the greedy cut (b is at most a few thousand).
 extern "C" __global__ void __launch_bounds__(32) mla_sched_meta(const __grid_constant__ mla::SchedParams p) {
   const int lane = threadIdx.x;
   long long total = 0;
-  for (int i = lane; i < p.b; i += 32) total += num_kv_blocks(p.cache_seqlens[i]) + mla::SCHED_FIXED_OVERHEAD;
+  for (int i = lane; i < p.b; i += 32) total += num_kv_blocks(length_of(p, i)) + mla::SCHED_FIXED_OVERHEAD;
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) total += __shfl_xor_sync(0xFFFFFFFFu, total, off);
   if (lane != 0) return;
@@ -42,7 +47,7 @@ extern "C" __global__ void __launch_bounds__(32) mla_sched_meta(const __grid_con
     long long budget = part == p.num_sm_parts - 1 ? (1LL << 62) : payload;
     int last_full_req = -1;
     while (req < p.b) {
-      const int nblk = num_kv_blocks(p.cache_seqlens[req]);
+      const int nblk = num_kv_blocks(length_of(p, req));
       const long long rest = nblk - blk;
       if (rest + mla::SCHED_FIXED_OVERHEAD <= budget) {
         budget -= rest + mla::SCHED_FIXED_OVERHEAD;
@@ -64,7 +69,7 @@ extern "C" __global__ void __launch_bounds__(32) mla_sched_meta(const __grid_con
       m.end_block_idx = blk;
     } else {
       m.end_req_idx = last_full_req;
-      m.end_block_idx = num_kv_blocks(p.cache_seqlens[last_full_req]);
+      m.end_block_idx = num_kv_blocks(length_of(p, last_full_req));
     }
     const bool single = m.begin_req_idx == m.end_req_idx;
     m.is_first_req_splitted = (began_mid || (single && ends_mid)) ? 1 : 0;

@@ -30,6 +30,8 @@ export class MlaSchedMeta {
   oAccum: Tensor | undefined;
   /** [numSplitSlots, h_kv, rows_per_kv] f32. */
   lseAccum: Tensor | undefined;
+  /** Sparse calls without topkLength: [b] int32 filled with topk (the lengths the scheduler balances). */
+  lengths: Tensor | undefined;
   numSmParts = 0;
   numSplitSlots = 0;
   private disposed = false;
@@ -61,8 +63,8 @@ export class MlaSchedMeta {
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
-    for (const t of [this.schedMeta, this.numSplits, this.oAccum, this.lseAccum]) t?.dispose();
-    this.schedMeta = this.numSplits = this.oAccum = this.lseAccum = undefined;
+    for (const t of [this.schedMeta, this.numSplits, this.oAccum, this.lseAccum, this.lengths]) t?.dispose();
+    this.schedMeta = this.numSplits = this.oAccum = this.lseAccum = this.lengths = undefined;
   }
 
   [Symbol.dispose](): void {

@@ -5,7 +5,7 @@ import { hopperSupport } from "../runtime/hopperSupport.js";
 import type { Kernel } from "../runtime/Kernel.js";
 import { Module } from "../runtime/Module.js";
 import type { CStruct } from "./CStruct.js";
-import { CombineParamsStruct, DenseParamsStruct, Fp8KvWriteParamsStruct, RefParamsStruct, SchedParamsStruct } from "./params.js";
+import { CombineParamsStruct, DenseParamsStruct, SparseParamsStruct, Fp8KvWriteParamsStruct, RefParamsStruct, SchedParamsStruct } from "./params.js";
 
 /** The loaded kernels of one device, each checked against its params mirror. */
 export interface DecodeKernels {
@@ -18,6 +18,8 @@ export interface DecodeKernels {
   seesawFastBf16: Kernel;
   seesawFastFp16: Kernel;
   seesawSmemBytes: number;
+  sparseBf16: Kernel;
+  sparseSmemBytes: number;
   combineBf16: Kernel;
   combineFp16: Kernel;
   fp8KvWrite: Kernel;
@@ -53,6 +55,8 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
   checked(dense, "dense_params_layout", DenseParamsStruct, deviceOrdinal);
   const seesaw = Module.load("dense_seesaw_sm90", { deviceOrdinal });
   checked(seesaw, "dense_seesaw_params_layout", DenseParamsStruct, deviceOrdinal);
+  const sparse = Module.load("sparse_decode_sm90", { deviceOrdinal });
+  checked(sparse, "sparse_params_layout", SparseParamsStruct, deviceOrdinal);
   const combine = Module.load("combine", { deviceOrdinal });
   checked(combine, "combine_params_layout", CombineParamsStruct, deviceOrdinal);
   const fp8 = Module.load("fp8_kv_writer", { deviceOrdinal });
@@ -62,6 +66,7 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
 
   const denseSmemBytes = readInt32Global(dense, "mla_dense_decode_smem_bytes", deviceOrdinal)[0];
   const seesawSmemBytes = readInt32Global(seesaw, "mla_dense_seesaw_smem_bytes", deviceOrdinal)[0];
+  const sparseSmemBytes = readInt32Global(sparse, "mla_sparse_decode_smem_bytes", deviceOrdinal)[0];
   const k: DecodeKernels = {
     sched: sched.getFunction("mla_sched_meta"),
     denseBf16: dense.getFunction("mla_dense_decode_bf16_sm90"),
@@ -72,6 +77,8 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
     seesawFastBf16: seesaw.getFunction("mla_dense_seesaw_fast_bf16_sm90"),
     seesawFastFp16: seesaw.getFunction("mla_dense_seesaw_fast_fp16_sm90"),
     seesawSmemBytes,
+    sparseBf16: sparse.getFunction("mla_sparse_decode_bf16_sm90"),
+    sparseSmemBytes,
     combineBf16: combine.getFunction("mla_combine_bf16"),
     combineFp16: combine.getFunction("mla_combine_fp16"),
     fp8KvWrite: fp8.getFunction("fp8_kv_write_v32"),
@@ -80,6 +87,7 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
   k.denseBf16.maxDynamicSharedMemory = denseSmemBytes;
   k.denseFp16.maxDynamicSharedMemory = denseSmemBytes;
   k.seesawBf16.maxDynamicSharedMemory = seesawSmemBytes;
+  k.sparseBf16.maxDynamicSharedMemory = sparseSmemBytes;
   k.seesawFp16.maxDynamicSharedMemory = seesawSmemBytes;
   k.seesawFastBf16.maxDynamicSharedMemory = seesawSmemBytes;
   k.seesawFastFp16.maxDynamicSharedMemory = seesawSmemBytes;

@@ -143,7 +143,7 @@ function initSchedMeta(meta: MlaSchedMeta, config: MlaSchedConfig, shape: DenseS
   meta.lseAccum = Tensor.emptyDevice([slots, shape.h_kv, rowsPerKv], "f32", ordinal);
   meta.numSmParts = parts;
   meta.numSplitSlots = slots;
-  const params = SchedParamsStruct.pack({ cache_seqlens: cacheSeqlens.ptr, sched_meta: meta.schedMeta.ptr, num_splits: meta.numSplits.ptr, b: shape.b, num_sm_parts: parts });
+  const params = SchedParamsStruct.pack({ cache_seqlens: cacheSeqlens.ptr, sched_meta: meta.schedMeta.ptr, num_splits: meta.numSplits.ptr, b: shape.b, num_sm_parts: parts, max_len: 0, pad0: 0 });
   k.sched.launch({ grid: 1, block: 32, stream }, [{ kind: "bytes", value: params }]);
   meta.config = config;
 }

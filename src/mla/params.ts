@@ -7,6 +7,8 @@ export const SchedParamsStruct = new CStruct("SchedParams", [
   ["num_splits", "ptr"],
   ["b", "i32"],
   ["num_sm_parts", "i32"],
+  ["max_len", "i32"],
+  ["pad0", "i32"],
 ] as const);
 
 export const DenseParamsStruct = new CStruct(
@@ -43,6 +45,36 @@ export const DenseParamsStruct = new CStruct(
   ] as const,
   128,
 );
+
+export const SparseParamsStruct = new CStruct("SparseParams", [
+  ["q", "ptr"],
+  ["kv", "ptr"],
+  ["indices", "ptr"],
+  ["lengths", "ptr"],
+  ["attn_sink", "ptr"],
+  ["out", "ptr"],
+  ["lse", "ptr"],
+  ["o_accum", "ptr"],
+  ["lse_accum", "ptr"],
+  ["sched_meta", "ptr"],
+  ["num_splits", "ptr"],
+  ["q_batch_stride", "i64"],
+  ["q_token_stride", "i64"],
+  ["q_head_stride", "i64"],
+  ["indices_batch_stride", "i64"],
+  ["indices_token_stride", "i64"],
+  ["kv_block_stride", "i64"],
+  ["b", "i32"],
+  ["s_q", "i32"],
+  ["h_q", "i32"],
+  ["topk", "i32"],
+  ["page_block_size", "i32"],
+  ["num_slots", "i32"],
+  ["num_sm_parts", "i32"],
+  ["softmax_scale", "f32"],
+  ["scale_log2", "f32"],
+  ["pad0", "i32"],
+] as const);
 
 export const CombineParamsStruct = new CStruct("CombineParams", [
   ["o_accum", "ptr"],

@@ -1,0 +1,363 @@
+// Sparse FP8 MLA decode (DeepSeek Sparse Attention) for Hopper, first version: no crossover yet.
+//
+// One CTA = 64 query heads of one query token against 64-index blocks of its request's top-k list.
+// Warpgroup 2 (producer) gathers the 656-byte V32 tokens with 16-byte non-caching loads, two threads per
+// token, dequantizes e4m3 -> bf16 with the per-128 scales (e4m3 -> f16 -> f32 -> bf16, times the bf16
+// power-of-two scale: exact), and writes the 64x576 block into SW128 tiles; invalid indices (-1, outside
+// the cache, or past the request's top-k length) become zero rows and a cleared valid flag, and are
+// never dereferenced. Warpgroup 0 computes S = Q·Kᵀ, masks invalid tokens, runs the online softmax,
+// hands P (bf16, smem) and the row rescale factor to warpgroup 1 and accumulates O_L = O[:, 0:256];
+// warpgroup 1 accumulates O_R. Two K buffers (kfull / kempty mbarriers) keep the producer a block ahead.
+// Split partials use the dense layout (h_kv = 1, row = s * h_q + head) and the dense combine, which also
+// applies the attention sink; unsplit rows apply the sink here: out = o / (L + 2^(sink·log2e - M)).
+// Written without GPU access in its first session: tests in test/gpu/mla/sparseDecode.test.ts.
+#include "../common/ptx.cuh"
+#include "params.h"
+
+MLA_EXPORT_LAYOUT(sparse_params_layout, mla::SparseParams, MLA_OFFSETS_SPARSE)
+
+namespace {
+
+using namespace mla;
+
+constexpr int NUM_TILES = D_QK / 64;
+constexpr int TILE_BYTES = 64 * 128;
+constexpr int QK_BYTES = NUM_TILES * TILE_BYTES;
+constexpr int CONSUMER_THREADS = 256;
+constexpr int THREADS = CONSUMER_THREADS + 128;
+constexpr int TOKEN_BYTES = 656;
+constexpr float MASKED = -INFINITY;
+constexpr float M_INIT = -1e30f;
+constexpr float LOG2E = 1.4426950408889634f;
+constexpr float LN2 = 0.69314718055994530942f;
+// (WG0 + WG1 + producer) * 128 = 65,536 registers: WG0 holds O_L, S and P; WG1 holds O_R; the producer holds
+// four in-flight 16-byte loads.
+constexpr int WG0_REGS = 224, WG1_REGS = 168, PRODUCER_REGS = 120;
+static_assert((WG0_REGS + WG1_REGS + PRODUCER_REGS) * 128 <= 65536, "the register file");
+
+enum : uint32_t { BAR_CONSUMERS = 1, BAR_P_READY = 2, BAR_P_FREE = 3, BAR_L_READY = 4, BAR_WG0 = 5 };
+
+struct __align__(1024) Smem {
+  uint8_t q[QK_BYTES];
+  uint8_t k[2][QK_BYTES];
+  uint8_t p[TILE_BYTES];  // P of the current block, 64 rows x 64 tokens SW128 (WG0 -> WG1)
+  float scale[64];        // row rescale factor of the current block (WG0 -> WG1)
+  float l[64];            // final row sums (WG0 -> WG1)
+  float m[64];            // final row maxima, log2 domain
+  uint8_t valid[2][64];   // per K buffer: token holds a valid index
+  uint64_t kfull[2];      // the producer's 128 threads arrive once the block is written
+  uint64_t kempty[2];     // the consumers' 8 warps arrive once they no longer read the block
+};
+constexpr int SMEM_BYTES = sizeof(Smem) + 1024;
+static_assert(SMEM_BYTES <= 232448, "fits the opt-in shared memory of an H100/H200 SM");
+
+__device__ __forceinline__ int num_blocks_of(int len) { return len <= 0 ? 1 : (len + BLOCK_N - 1) / BLOCK_N; }
+
+__device__ __forceinline__ int request_length(const SparseParams& p, int req) {
+  return max(0, min(p.lengths[req], p.topk));
+}
+
+// Byte address of element (row, 16-byte chunk) in a SW128 tile (HOPPER-NOTES §1.6).
+__device__ __forceinline__ int sw128(int row, int chunk) { return row * 128 + ((chunk ^ (row & 7)) << 4); }
+
+// Four e4m3 bytes -> two bf16x2 words, times the tile's bf16 scale.
+__device__ __forceinline__ void dequant4(uint32_t w, __nv_bfloat162 scale, uint32_t& lo, uint32_t& hi) {
+  const uint32_t h01 = ptx::cvt_f16x2_e4m3x2(static_cast<uint16_t>(w & 0xFFFFu));
+  const uint32_t h23 = ptx::cvt_f16x2_e4m3x2(static_cast<uint16_t>(w >> 16));
+  const float2 f01 = __half22float2(*reinterpret_cast<const __half2*>(&h01));
+  const float2 f23 = __half22float2(*reinterpret_cast<const __half2*>(&h23));
+  __nv_bfloat162 b01 = __hmul2(__floats2bfloat162_rn(f01.x, f01.y), scale);
+  __nv_bfloat162 b23 = __hmul2(__floats2bfloat162_rn(f23.x, f23.y), scale);
+  lo = *reinterpret_cast<uint32_t*>(&b01);
+  hi = *reinterpret_cast<uint32_t*>(&b23);
+}
+
+// The producer: thread t handles token t/2 of each block, dims [256·(t%2), +256) and RoPE dims
+// [512 + 32·(t%2), +32).
+__device__ __forceinline__ void producer(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx) {
+  const int t = threadIdx.x - CONSUMER_THREADS, token = t / 2, half = t % 2;
+  int it = 0;
+  for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
+    const int len = request_length(p, req);
+    const int start_blk = req == meta.begin_req_idx ? meta.begin_block_idx : 0;
+    const int end_blk = req == meta.end_req_idx ? meta.end_block_idx : num_blocks_of(len);
+    const int* idx_row = p.indices + req * p.indices_batch_stride + s_idx * p.indices_token_stride;
+    for (int blk = start_blk; blk < end_blk; ++blk, ++it) {
+      const int stage = it % 2;
+      const int pos = blk * BLOCK_N + token;
+      const int id = pos < len ? idx_row[pos] : -1;
+      const bool valid = id >= 0 && id < p.num_slots;
+      uint8_t* kb = sm.k[stage];
+      const uint8_t* src = p.kv + static_cast<long long>(valid ? id / p.page_block_size : 0) * p.kv_block_stride +
+                           static_cast<long long>(valid ? id % p.page_block_size : 0) * TOKEN_BYTES;
+      // Four batches of four 16-byte loads (64 values, half a scale tile each) keep the producer within
+      // its registers; the first batch is in flight while this thread waits for the buffer to be free.
+      uint4 raw[4];
+      float2 scales = make_float2(0.0f, 0.0f);
+      if (valid) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) raw[k] = ptx::ld_nc_v4(src + half * 256 + 16 * k);
+        scales = *reinterpret_cast<const float2*>(src + 512 + 8 * half);
+      }
+      ptx::mbarrier_wait(&sm.kempty[stage], ((it / 2) & 1) ^ 1);  // both consumers are done with this buffer
+#pragma unroll
+      for (int batch = 0; batch < 4; ++batch) {
+        if (valid && batch > 0) {
+#pragma unroll
+          for (int k = 0; k < 4; ++k) raw[k] = ptx::ld_nc_v4(src + half * 256 + 64 * batch + 16 * k);
+        }
+        const __nv_bfloat162 sc = __float2bfloat162_rn(batch < 2 ? scales.x : scales.y);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          uint4 a = make_uint4(0, 0, 0, 0), b = make_uint4(0, 0, 0, 0);
+          if (valid) {
+            dequant4(raw[k].x, sc, a.x, a.y);
+            dequant4(raw[k].y, sc, a.z, a.w);
+            dequant4(raw[k].z, sc, b.x, b.y);
+            dequant4(raw[k].w, sc, b.z, b.w);
+          }
+          const int d = half * 256 + batch * 64 + 16 * k;  // first dim of these 16 values
+          uint8_t* tile = kb + (d / 64) * TILE_BYTES;
+          *reinterpret_cast<uint4*>(tile + sw128(token, (d % 64) / 8)) = a;
+          *reinterpret_cast<uint4*>(tile + sw128(token, (d % 64) / 8 + 1)) = b;
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {  // RoPE dims 512 + 32·half .. +32 stay bf16
+        const uint4 r = valid ? ptx::ld_nc_v4(src + 528 + half * 64 + 16 * k) : make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4*>(kb + 8 * TILE_BYTES + sw128(token, 4 * half + k)) = r;
+      }
+      if (half == 0) sm.valid[stage][token] = valid ? 1 : 0;
+      ptx::fence_proxy_async_smem();  // the consumers' wgmma reads these generic writes
+      ptx::mbarrier_arrive(&sm.kfull[stage]);
+    }
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void load_q(const SparseParams& p, Smem& sm, int req, int h0, int s_idx, int tid) {
+  const uint16_t* q = static_cast<const uint16_t*>(p.q);
+#pragma unroll 2
+  for (int c = tid; c < 64 * 72; c += CONSUMER_THREADS) {
+    const int r = c / 72, chunk = c % 72, head = h0 + r;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (head < p.h_q) v = __ldg(reinterpret_cast<const uint4*>(q + req * p.q_batch_stride + s_idx * p.q_token_stride + head * p.q_head_stride + chunk * 8));
+    *reinterpret_cast<uint4*>(sm.q + (chunk / 8) * TILE_BYTES + sw128(r, chunk % 8)) = v;
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void store_rows(const SparseParams& p, float (&o)[128], int req, int h0, int s_idx, int wg, int warp_in_wg, int lane,
+                                           bool is_split, int slot, const float (&L)[2], const float (&M)[2]) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int head = h0 + 16 * warp_in_wg + lane / 4 + 8 * half;
+    if (head >= p.h_q) continue;
+    const bool empty = !(L[half] > 0.0f);
+    if (!is_split) {
+      float denom = L[half];
+      if (p.attn_sink != nullptr) denom += exp2f(p.attn_sink[head] * LOG2E - M[half]);
+      const float inv = empty ? 0.0f : 1.0f / denom;  // a +inf sink gives 0
+      uint16_t* out = static_cast<uint16_t*>(p.out) + ((static_cast<long long>(req) * p.s_q + s_idx) * p.h_q + head) * D_V;
+#pragma unroll
+      for (int i = 2 * half; i < 128; i += 4)
+        *reinterpret_cast<uint32_t*>(out + wg * 256 + 8 * (i >> 2) + 2 * (lane % 4)) = ptx::pack2<T>(o[i] * inv, o[i + 1] * inv);
+      if (wg == 0 && lane % 4 == 0)
+        p.lse[(static_cast<long long>(req) * p.h_q + head) * p.s_q + s_idx] = empty ? INFINITY : (__log2f(L[half]) + M[half]) * LN2;
+    } else {
+      const float inv = empty ? 0.0f : 1.0f / L[half];
+      const long long row = static_cast<long long>(slot) * p.s_q * p.h_q + s_idx * p.h_q + head;
+      float* oa = p.o_accum + row * D_V;
+#pragma unroll
+      for (int i = 2 * half; i < 128; i += 4)
+        *reinterpret_cast<float2*>(oa + wg * 256 + 8 * (i >> 2) + 2 * (lane % 4)) = make_float2(o[i] * inv, o[i + 1] * inv);
+      if (wg == 0 && lane % 4 == 0) p.lse_accum[row] = empty ? -INFINITY : __log2f(L[half]) + M[half];
+    }
+  }
+}
+
+// WG is the warpgroup (0 or 1), a template parameter so each instantiation holds only its own path and
+// ptxas allocates each within its own register budget.
+template <typename T, int WG>
+__device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const SchedMeta& meta, int h0, int s_idx) {
+  constexpr int wg = WG;
+  const int tid = threadIdx.x, warp_in_wg = (tid % 128) / 32, lane = tid % 32;
+  const uint32_t q_base = ptx::smem_addr(sm.q), p_base = ptx::smem_addr(sm.p);
+  int it = 0;
+  for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
+    const int len = request_length(p, req);
+    const int start_blk = req == meta.begin_req_idx ? meta.begin_block_idx : 0;
+    const int end_blk = req == meta.end_req_idx ? meta.end_block_idx : num_blocks_of(len);
+    const bool is_split = (req == meta.begin_req_idx && meta.is_first_req_splitted) || (req == meta.end_req_idx && meta.is_last_req_splitted);
+
+    ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);  // the previous request is done with sQ, sm.l, sm.m
+    load_q<T>(p, sm, req, h0, s_idx, tid);
+    ptx::fence_proxy_async_smem();
+    ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);
+
+    float o[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) o[i] = 0.0f;
+    float m[2] = {M_INIT, M_INIT}, l[2] = {0.0f, 0.0f};
+
+    for (int blk = start_blk; blk < end_blk; ++blk, ++it) {
+      const int stage = it % 2;
+      const uint32_t k_base = ptx::smem_addr(sm.k[stage]);
+      ptx::mbarrier_wait(&sm.kfull[stage], (it / 2) & 1);
+      if constexpr (WG == 0) {
+        float s[32];
+        ptx::wgmma_fence();
+#pragma unroll
+        for (int t = 0; t < NUM_TILES; ++t)
+#pragma unroll
+          for (int kk = 0; kk < 4; ++kk)
+            ptx::wgmma_m64n64k16_ss<T>(s, ptx::smem_desc_sw128(q_base + t * TILE_BYTES + kk * 32, 16, 1024),
+                                       ptx::smem_desc_sw128(k_base + t * TILE_BYTES + kk * 32, 16, 1024), (t | kk) != 0);
+        ptx::wgmma_commit();
+        ptx::wgmma_wait<0>();
+        ptx::fence_regs(s);
+        // This thread's 16 token columns are 8c + 2(lane % 4) + e: gather their valid flags into bits 2c + e.
+        uint32_t vbits = 0;
+#pragma unroll
+        for (int c = 0; c < 8; ++c) {
+          const uint32_t two = *reinterpret_cast<const uint16_t*>(&sm.valid[stage][8 * c + 2 * (lane % 4)]);
+          vbits |= ((two & 1u) | ((two >> 7) & 2u)) << (2 * c);
+        }
+        float scale[2];
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          float mx = MASKED;
+#pragma unroll
+          for (int i = 2 * half; i < 32; i += 4)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const float v = (vbits >> (2 * (i >> 2) + e)) & 1u ? s[i + e] * p.scale_log2 : MASKED;
+              s[i + e] = v;
+              mx = fmaxf(mx, v);
+            }
+          mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
+          const float m_new = fmaxf(m[half], mx);
+          scale[half] = ptx::exp2_approx(m[half] - m_new);
+          m[half] = m_new;
+          float sum = 0.0f;
+#pragma unroll
+          for (int i = 2 * half; i < 32; i += 4)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              s[i + e] = ptx::exp2_approx(s[i + e] - m_new);
+              sum += s[i + e];
+            }
+          l[half] = l[half] * scale[half] + sum;
+        }
+        uint32_t a[4][4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+          for (int x = 0; x < 4; ++x) a[j][x] = ptx::pack2<T>(s[8 * j + 2 * x], s[8 * j + 2 * x + 1]);
+        // WG1 must be done with the previous block's P before it is overwritten.
+        if (blk != start_blk) ptx::named_barrier_sync(BAR_P_FREE, CONSUMER_THREADS);
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+          for (int x = 0; x < 4; ++x) {
+            const int i = 8 * j + 2 * x, r = 16 * warp_in_wg + lane / 4 + 8 * ((i >> 1) & 1);
+            *reinterpret_cast<uint32_t*>(sm.p + r * 128 + (((i >> 2) ^ (r & 7)) << 4) + 4 * (lane % 4)) = a[j][x];
+          }
+        if (lane % 4 == 0) {
+          sm.scale[16 * warp_in_wg + lane / 4] = scale[0];
+          sm.scale[16 * warp_in_wg + lane / 4 + 8] = scale[1];
+        }
+        ptx::fence_proxy_async_smem();
+        ptx::named_barrier_arrive(BAR_P_READY, CONSUMER_THREADS);
+        ptx::named_barrier_sync(BAR_WG0, 128);  // all of P is in smem before W0's own wgmma reads it
+#pragma unroll
+        for (int i = 0; i < 128; ++i) o[i] *= scale[(i >> 1) & 1];
+        // P from smem (SS) rather than registers (RS): the RS form's register operands pushed this
+        // warpgroup past its register budget.
+        ptx::wgmma_fence();
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          ptx::wgmma_m64n256k16_ss_transb<T>(o, ptx::smem_desc_sw128(p_base + j * 32, 16, 1024),
+                                             ptx::smem_desc_sw128(k_base + j * 2048, TILE_BYTES, 1024));
+        ptx::wgmma_commit();
+        ptx::wgmma_wait<0>();
+        ptx::fence_regs(o);
+      } else {
+        ptx::named_barrier_sync(BAR_P_READY, CONSUMER_THREADS);
+        const float f0 = sm.scale[16 * warp_in_wg + lane / 4], f1 = sm.scale[16 * warp_in_wg + lane / 4 + 8];
+#pragma unroll
+        for (int i = 0; i < 128; ++i) o[i] *= ((i >> 1) & 1) ? f1 : f0;
+        ptx::wgmma_fence();
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          ptx::wgmma_m64n256k16_ss_transb<T>(o, ptx::smem_desc_sw128(p_base + j * 32, 16, 1024),
+                                             ptx::smem_desc_sw128(k_base + 4 * TILE_BYTES + j * 2048, TILE_BYTES, 1024));
+        ptx::wgmma_commit();
+        ptx::wgmma_wait<0>();
+        ptx::fence_regs(o);
+        ptx::named_barrier_arrive(BAR_P_FREE, CONSUMER_THREADS);
+      }
+      if (lane == 0) ptx::mbarrier_arrive(&sm.kempty[stage]);
+    }
+
+    // Final L and M: WG0 owns them; the last P_FREE arrival of WG1 is consumed here.
+    float L[2], M[2];
+    if constexpr (WG == 0) {
+      ptx::named_barrier_sync(BAR_P_FREE, CONSUMER_THREADS);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        l[half] += __shfl_xor_sync(0xFFFFFFFFu, l[half], 1);
+        l[half] += __shfl_xor_sync(0xFFFFFFFFu, l[half], 2);
+        L[half] = l[half], M[half] = m[half];
+        if (lane % 4 == 0) sm.l[16 * warp_in_wg + lane / 4 + 8 * half] = l[half], sm.m[16 * warp_in_wg + lane / 4 + 8 * half] = m[half];
+      }
+      ptx::named_barrier_arrive(BAR_L_READY, CONSUMER_THREADS);
+    } else {
+      ptx::named_barrier_sync(BAR_L_READY, CONSUMER_THREADS);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) L[half] = sm.l[16 * warp_in_wg + lane / 4 + 8 * half], M[half] = sm.m[16 * warp_in_wg + lane / 4 + 8 * half];
+    }
+    const int slot = p.num_splits[req] + (req == meta.begin_req_idx ? meta.begin_split_idx : 0);
+    store_rows<T>(p, o, req, h0, s_idx, wg, warp_in_wg, lane, is_split, slot, L, M);
+  }
+}
+
+}  // namespace
+
+// Grid (ceil(h_q / 64), s_q, num_sm_parts), 384 threads.
+extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_sparse_decode_bf16_sm90(const __grid_constant__ mla::SparseParams p) {
+  extern __shared__ uint8_t smem_raw[];
+  Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  // Each role reads the part's record itself, so nothing but the params stays live across the role
+  // branches (their registers are allocated separately after setmaxnreg).
+  const mla::SchedMeta* meta = reinterpret_cast<const mla::SchedMeta*>(p.sched_meta) + blockIdx.z;
+  if (meta->begin_req_idx >= p.b) {
+    ptx::pdl_launch_dependents();
+    return;
+  }
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < 2; ++s) {
+      ptx::mbarrier_init(&sm.kfull[s], 128);
+      ptx::mbarrier_init(&sm.kempty[s], CONSUMER_THREADS / 32);
+    }
+    ptx::fence_mbarrier_init();
+  }
+  __syncthreads();
+  // Warp-uniform by construction (a shuffle from lane 0), so the role branch needs no divergence tracking.
+  const int wg = __shfl_sync(0xFFFFFFFFu, static_cast<int>(threadIdx.x / 128), 0);
+  // No code after the role branches: a merge point would make ptxas allocate it under every role's budget.
+  if (wg == 2) {
+    ptx::setmaxnreg_dec<PRODUCER_REGS>();
+    producer(p, sm, *meta, blockIdx.y);
+  } else {
+    if (wg == 0) {
+      ptx::setmaxnreg_inc<WG0_REGS>();
+      consumer<ptx::bf16_t, 0>(p, sm, *meta, blockIdx.x * 64, blockIdx.y);
+    } else {  // WG1 keeps the 168 registers it starts with
+      consumer<ptx::bf16_t, 1>(p, sm, *meta, blockIdx.x * 64, blockIdx.y);
+    }
+  }
+  ptx::pdl_launch_dependents();
+}
+extern "C" __device__ const int mla_sparse_decode_smem_bytes = SMEM_BYTES;

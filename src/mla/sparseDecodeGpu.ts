@@ -1,0 +1,106 @@
+import { Device } from "../runtime/Device.js";
+import { Tensor } from "../runtime/Tensor.js";
+import { decodeKernels } from "./decodeKernels.js";
+import type { FlashMlaResult, FlashMlaWithKvcacheArgs } from "./flashMlaWithKvcache.js";
+import { CombineParamsStruct, SchedParamsStruct, SparseParamsStruct } from "./params.js";
+import { numSmPartsSparse, numSplitSlots, SCHED_META_INTS } from "./schedule.js";
+import { validateSparseArgs } from "./sparseArgs.js";
+
+const FN = "flashMlaWithKvcache";
+const D_V = 512;
+
+/**
+ * Sparse FP8 decode on the GPU (kernels/mla_decode/sparse_decode_sm90.cu, first version without
+ * crossover): validation, the scheduler over each request's valid top-k entries, the main kernel, then
+ * the dense combine (which applies the attention sink to split rows).
+ *
+ * NOT YET VERIFIED ON A GPU: written in a session whose device time was spent. flashMlaWithKvcache does
+ * not route to it; test/gpu/mla/sparseDecode.test.ts checks it against mlaDecodeReference, and only once
+ * that passes on the H200 should flashMlaWithKvcache call it for `indices`.
+ */
+export function sparseDecodeGpu(args: FlashMlaWithKvcacheArgs): FlashMlaResult {
+  const shape = validateSparseArgs(args);
+  const { q, kCache, stream } = args;
+  const indices = args.indices!;
+  const meta = args.schedMeta;
+  meta.checkConfig(FN, shape.config);
+  const ordinal = Number(q.device.slice("cuda:".length));
+  const k = decodeKernels(ordinal);
+  const rows = shape.s_q * shape.h_q;
+
+  if (!meta.initialized) {
+    const parts = numSmPartsSparse(Device.get(ordinal).smCount, shape.s_q, shape.h_q);
+    const slots = numSplitSlots(shape.b, parts);
+    meta.schedMeta = Tensor.emptyDevice([parts, SCHED_META_INTS], "i32", ordinal);
+    meta.numSplits = Tensor.emptyDevice([shape.b + 1], "i32", ordinal);
+    meta.oAccum = Tensor.emptyDevice([slots, rows, D_V], "f32", ordinal);
+    meta.lseAccum = Tensor.emptyDevice([slots, rows], "f32", ordinal);
+    if (args.topkLength === undefined) {
+      // Without topkLength every request attends all topk entries.
+      meta.lengths = Tensor.emptyDevice([shape.b], "i32", ordinal);
+      meta.lengths.buffer!.memset32(shape.topk, 0, shape.b, stream);
+    }
+    meta.numSmParts = parts;
+    meta.numSplitSlots = slots;
+    const lengths = args.topkLength?.ptr ?? meta.lengths!.ptr;
+    const sched = SchedParamsStruct.pack({ cache_seqlens: lengths, sched_meta: meta.schedMeta.ptr, num_splits: meta.numSplits.ptr, b: shape.b, num_sm_parts: parts, max_len: shape.topk, pad0: 0 });
+    k.sched.launch({ grid: 1, block: 32, stream }, [{ kind: "bytes", value: sched }]);
+    meta.config = shape.config;
+  }
+
+  const out = args.out ?? Tensor.emptyDevice([shape.b, shape.s_q, shape.h_q, D_V], "bf16", ordinal);
+  const lse = args.lse ?? Tensor.emptyDevice([shape.b, shape.h_q, shape.s_q], "f32", ordinal);
+  const lengths = args.topkLength?.ptr ?? meta.lengths!.ptr;
+  const sink = args.attnSink?.ptr ?? 0n;
+  const params = SparseParamsStruct.pack({
+    q: q.ptr,
+    kv: kCache.ptr,
+    indices: indices.ptr,
+    lengths,
+    attn_sink: sink,
+    out: out.ptr,
+    lse: lse.ptr,
+    o_accum: meta.oAccum!.ptr,
+    lse_accum: meta.lseAccum!.ptr,
+    sched_meta: meta.schedMeta!.ptr,
+    num_splits: meta.numSplits!.ptr,
+    q_batch_stride: BigInt(q.strides[0]),
+    q_token_stride: BigInt(q.strides[1]),
+    q_head_stride: BigInt(q.strides[2]),
+    indices_batch_stride: BigInt(indices.strides[0]),
+    indices_token_stride: BigInt(indices.strides[1]),
+    kv_block_stride: BigInt(shape.block_stride_bytes),
+    b: shape.b,
+    s_q: shape.s_q,
+    h_q: shape.h_q,
+    topk: shape.topk,
+    page_block_size: shape.page_block_size,
+    num_slots: shape.num_blocks * shape.page_block_size,
+    num_sm_parts: meta.numSmParts,
+    softmax_scale: shape.softmax_scale,
+    scale_log2: shape.softmax_scale * Math.LOG2E,
+    pad0: 0,
+  });
+  k.sparseBf16.launch(
+    { grid: [shape.num_head_tiles, shape.s_q, meta.numSmParts], block: 384, sharedMemBytes: k.sparseSmemBytes, stream },
+    [{ kind: "bytes", value: params }],
+  );
+  const combine = CombineParamsStruct.pack({
+    o_accum: meta.oAccum!.ptr,
+    lse_accum: meta.lseAccum!.ptr,
+    num_splits: meta.numSplits!.ptr,
+    out: out.ptr,
+    lse: lse.ptr,
+    attn_sink: sink,
+    b: shape.b,
+    s_q: shape.s_q,
+    h_q: shape.h_q,
+    h_kv: 1,
+    heads_per_kv: shape.h_q,
+    rows_per_kv: rows,
+    num_split_slots: meta.numSplitSlots,
+    pad0: 0,
+  });
+  k.combineBf16.launch({ grid: [rows, 1, shape.b], block: 128, stream, pdl: true }, [{ kind: "bytes", value: combine }]);
+  return { out, lse };
+}

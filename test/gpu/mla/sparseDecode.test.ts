@@ -1,0 +1,99 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
+import { mlaDecodeReference } from "../../../src/mla/mlaDecodeReference.js";
+import { sparseDecodeGpu } from "../../../src/mla/sparseDecodeGpu.js";
+import { bf16ArrayToF32 } from "../../../src/numeric/bf16.js";
+import { assertClose, SPARSE_LSE_TOL, SPARSE_OUT_TOL } from "../../../src/numeric/compare.js";
+import { Rng } from "../../../src/numeric/random.js";
+import { Tensor } from "../../../src/runtime/Tensor.js";
+import { describeGpu } from "../../helpers/gpu.js";
+import { makeSparseCase, type SparseCaseOptions } from "../../helpers/makeDecodeCase.js";
+
+/**
+ * Runs the sparse kernel on a host-made case and compares with the float64 CPU reference: every element
+ * when the case is small, else `sampleRows` seeded rows (the reference costs O(rows · topk · 576)).
+ */
+function check(opts: SparseCaseOptions, sampleRows = 0): void {
+  const c = makeSparseCase(opts);
+  const dev = {
+    q: Tensor.toDevice(c.q),
+    kCache: Tensor.toDevice(c.kCache),
+    indices: Tensor.toDevice(c.indices),
+    topkLength: c.topkLength && Tensor.toDevice(c.topkLength),
+    attnSink: c.attnSink && Tensor.toDevice(c.attnSink),
+  };
+  const meta = getMlaMetadata();
+  const label = JSON.stringify(opts);
+  try {
+    const { out, lse } = sparseDecodeGpu({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale, schedMeta: meta });
+    const got = bf16ArrayToF32(out.toHost().host as Uint16Array);
+    const gotLse = lse.toHost().host as Float32Array;
+    out.dispose();
+    lse.dispose();
+    const { b, s_q, h_q } = opts;
+    const rng = new Rng(opts.seed + 1);
+    const rows = sampleRows > 0 ? Array.from({ length: sampleRows }, () => ({ batch: rng.int(0, b), token: rng.int(0, s_q), head: rng.int(0, h_q) })) : undefined;
+    const ref = mlaDecodeReference({ ...c }, { rows });
+    if (rows === undefined) {
+      assertClose(got, ref.outF32, SPARSE_OUT_TOL, { shape: [b, s_q, h_q, 512], name: `out (${label})`, roundReferenceTo: "bf16" });
+      assertClose(gotLse, ref.lse.host as Float32Array, SPARSE_LSE_TOL, { shape: [b, h_q, s_q], name: `lse (${label})` });
+    } else {
+      for (const r of rows) {
+        const base = ((r.batch * s_q + r.token) * h_q + r.head) * 512;
+        assertClose(got.subarray(base, base + 512), ref.outF32.subarray(base, base + 512), SPARSE_OUT_TOL, { name: `out row ${JSON.stringify(r)} (${label})`, roundReferenceTo: "bf16" });
+        const li = (r.batch * h_q + r.head) * s_q + r.token;
+        assertClose([gotLse[li]], [(ref.lse.host as Float32Array)[li]], SPARSE_LSE_TOL, { name: `lse row ${JSON.stringify(r)} (${label})` });
+      }
+    }
+  } finally {
+    meta.dispose();
+    for (const t of Object.values(dev)) t?.dispose();
+  }
+}
+
+describeGpu("sparseDecodeGpu() (sparse FP8 decode, first kernel) on the GPU", () => {
+  test("matches the CPU reference on FlashMLA's sparse grid shapes (d_qk 576), small b", () => {
+    let n = 0;
+    for (const h_q of [64, 128]) for (const [s_k, topk, pageBlockSize] of [[512, 64, 2], [512, 64, 64], [512, 64, 69], [1024, 576, 2], [1024, 576, 61], [2046, 2048, 64]] as const) for (const s_q of [1, 3]) {
+      check({ seed: 300 + n, b: 4, s_q, h_q, s_k, topk, pageBlockSize, varlen: true, sink: n % 2 === 0, topkLength: n % 3 === 0 }, topk > 576 ? 24 : 0);
+      n++;
+    }
+  });
+
+  test("runs 8, 16 and 32 heads natively", () => {
+    for (const [i, h_q] of [8, 16, 32].entries()) check({ seed: 400 + i, b: 3, s_q: 2, h_q, s_k: 700, topk: 200, pageBlockSize: 64, sink: true });
+  });
+
+  test("handles invalid, repeated and out-of-range indices, topk not a multiple of 64, all-invalid rows and ±inf sinks", () => {
+    check({ seed: 500, b: 4, s_q: 3, h_q: 64, s_k: 300, topk: 100, pageBlockSize: 61, invalidFraction: 0.3, repeat: 0.2, sink: true });
+    check({ seed: 501, b: 4, s_q: 2, h_q: 128, s_k: 90, topk: 130, pageBlockSize: 2, invalidFraction: 1, sink: true });
+    check({ seed: 502, b: 5, s_q: 1, h_q: 64, s_k: 1000, topk: 1, pageBlockSize: 64, topkLength: true });
+    check({ seed: 503, b: 2, s_q: 2, h_q: 128, s_k: 400, topk: 333, pageBlockSize: 53, blockPadTokens: 3, repeat: 0.5 });
+  });
+
+  test("splits a long top-k list over many parts (b = 1) and merges it in the combine", () => {
+    check({ seed: 600, b: 1, s_q: 2, h_q: 128, s_k: 40000, topk: 16384, pageBlockSize: 64, sink: true }, 16);
+  });
+
+  test("gives bit-identical outputs from run to run", () => {
+    const c = makeSparseCase({ seed: 700, b: 6, s_q: 2, h_q: 128, s_k: 5000, topk: 2048, pageBlockSize: 64, sink: true });
+    const dev = { q: Tensor.toDevice(c.q), kCache: Tensor.toDevice(c.kCache), indices: Tensor.toDevice(c.indices), attnSink: Tensor.toDevice(c.attnSink!) };
+    const meta = getMlaMetadata();
+    try {
+      const first = sparseDecodeGpu({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale, schedMeta: meta });
+      const o1 = first.out.toHost().host;
+      for (let k = 0; k < 3; k++) {
+        const again = sparseDecodeGpu({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale, schedMeta: meta });
+        assert.deepEqual(again.out.toHost().host, o1, `run ${k + 2} differs`);
+        again.out.dispose();
+        again.lse.dispose();
+      }
+      first.out.dispose();
+      first.lse.dispose();
+    } finally {
+      meta.dispose();
+      for (const t of Object.values(dev)) t.dispose();
+    }
+  });
+});
