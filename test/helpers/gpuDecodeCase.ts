@@ -1,7 +1,6 @@
 import { Module } from "../../src/runtime/Module.js";
 import { Tensor } from "../../src/runtime/Tensor.js";
 import { Rng } from "../../src/numeric/random.js";
-import { mlaDecodeReference } from "../../src/mla/mlaDecodeReference.js";
 import { drawDenseLayout, NAN_HALF_BITS, type DenseCase, type DenseCaseOptions } from "./makeDecodeCase.js";
 
 /** A dense case whose tensors live on the GPU. `host` is set when it was made on the host. */
@@ -69,44 +68,4 @@ export function makeDenseCaseGpu(opts: DenseCaseOptions): GpuDenseCase {
     softmaxScale: 1 / Math.sqrt(576), headDimV: 512, seqlens: layout.seqlens, blockTableHost: layout.block_table,
     dispose() { for (const t of [q, kCache, blockTable, cacheSeqlens]) t.dispose(); },
   };
-}
-
-/**
- * Runs the float64 CPU reference on some rows of request `req` of a GPU case, copying to the host only
- * that request's q and KV blocks (a one-request case with a compacted block table).
- * Returns, per row, the reference out (512 values, unrounded f32) and lse.
- */
-export function referenceRowsOnHost(c: GpuDenseCase, req: number, rows: ReadonlyArray<{ token: number; head: number }>): Array<{ out: Float32Array; lse: number }> {
-  const [, s_q, h_q] = c.q.shape;
-  const [, , h_kv] = c.kCache.shape;
-  const dtype = c.q.dtype;
-  const len = c.seqlens[req];
-  const nblk = Math.max(1, Math.ceil(len / 64));
-  const maxBlocks = c.blockTable.shape[1];
-  const rowElems = 64 * h_kv * 576;
-  const kv = new Uint16Array(nblk * rowElems);
-  for (let k = 0; k < Math.ceil(len / 64); k++) {
-    const phys = c.blockTableHost[req * maxBlocks + k];
-    c.kCache.buffer!.copyToHost(kv.subarray(k * rowElems, (k + 1) * rowElems), phys * rowElems * 2);
-  }
-  const qElems = s_q * h_q * 576;
-  const q = new Uint16Array(qElems);
-  c.q.buffer!.copyToHost(q, req * qElems * 2);
-  const ref = mlaDecodeReference(
-    {
-      q: Tensor.fromHost(q, [1, s_q, h_q, 576], dtype),
-      kCache: Tensor.fromHost(kv, [nblk, 64, h_kv, 576], dtype),
-      blockTable: Tensor.fromHost(Int32Array.from({ length: nblk }, (_, i) => i), [1, nblk], "i32"),
-      cacheSeqlens: Tensor.fromHost(Int32Array.of(len), [1], "i32"),
-      headDimV: 512,
-      causal: c.causal,
-      softmaxScale: c.softmaxScale,
-    },
-    { rows: rows.map((r) => ({ batch: 0, token: r.token, head: r.head })) },
-  );
-  const lse = ref.lse.host as Float32Array;
-  return rows.map((r) => ({
-    out: ref.outF32.slice(((r.token * h_q) + r.head) * 512, ((r.token * h_q) + r.head + 1) * 512),
-    lse: lse[r.head * s_q + r.token],
-  }));
 }

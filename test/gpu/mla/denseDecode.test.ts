@@ -15,7 +15,10 @@ import { Stream } from "../../../src/runtime/Stream.js";
 import { Tensor } from "../../../src/runtime/Tensor.js";
 import { describeGpu } from "../../helpers/gpu.js";
 import { makeDenseCase } from "../../helpers/makeDecodeCase.js";
-import { makeDenseCaseGpu, referenceRowsOnHost, uploadDenseCase, type GpuDenseCase } from "../../helpers/gpuDecodeCase.js";
+import { makeDenseCaseGpu, uploadDenseCase, type GpuDenseCase } from "../../helpers/gpuDecodeCase.js";
+import { BENCH_KERNELS } from "../../../src/bench/benchKernels.js";
+import { checkGrid } from "../../../src/bench/checkGrid.js";
+import { runCheckCase } from "../../../src/bench/runCheckCase.js";
 
 /** FlashMLA's 16 (h_q, h_kv) pairs (FLASHMLA.md §4). */
 const HEAD_PAIRS: Array<[number, number]> = [
@@ -54,32 +57,6 @@ function checkAgainstCpu(c: GpuDenseCase, label: string, outTol: Tolerance = DEN
   } finally {
     out.dispose();
     lse.dispose();
-    meta.dispose();
-  }
-}
-
-/**
- * Large shapes: every element against the fp32 GPU reference, and a seeded sample of rows against the
- * float64 CPU reference (only those requests' KV blocks are copied back).
- */
-function checkLargeCase(c: GpuDenseCase, label: string, rng: Rng, sampleRows = 3): void {
-  const { out, lse, meta } = run(c);
-  const ref = mlaDecodeReferenceGpu({ ...c });
-  try {
-    const [b, s_q, h_q] = c.q.shape;
-    const outF32 = halfToF32(out);
-    const lseHost = lse.toHost().host as Float32Array;
-    assertClose(outF32, ref.out.toHost().host as Float32Array, DENSE_OUT_TOL, { shape: [b, s_q, h_q, 512], name: `out vs fp32 GPU reference (${label})`, roundReferenceTo: c.q.dtype as "bf16" | "fp16" });
-    assertClose(lseHost, ref.lse.toHost().host as Float32Array, { abs: 1e-5, rel: 8.01 / 65536 }, { shape: [b, h_q, s_q], name: `lse vs fp32 GPU reference (${label})` });
-    for (let k = 0; k < sampleRows; k++) {
-      const req = rng.int(0, b), token = rng.int(0, s_q), head = rng.int(0, h_q);
-      const [row] = referenceRowsOnHost(c, req, [{ token, head }]);
-      const base = ((req * s_q + token) * h_q + head) * 512;
-      assertClose(outF32.subarray(base, base + 512), row.out, DENSE_OUT_TOL, { name: `out row (req ${req}, token ${token}, head ${head}) vs CPU (${label})`, roundReferenceTo: c.q.dtype as "bf16" | "fp16" });
-      assertClose([lseHost[(req * h_q + head) * s_q + token]], [row.lse], DENSE_LSE_TOL, { name: `lse row (req ${req}, token ${token}, head ${head}) vs CPU (${label})` });
-    }
-  } finally {
-    for (const t of [out, lse, ref.out, ref.lse]) t.dispose();
     meta.dispose();
   }
 }
@@ -197,40 +174,24 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
     }
   });
 
-  test("FlashMLA's dense grid: every element vs the fp32 GPU reference, sampled rows vs the CPU reference", () => {
-    const rng = new Rng(4242);
-    let n = 0;
-    const bs = QUICK ? [2, 64] : [1, 2, 6, 64];
-    const sks = QUICK ? [140, 4096] : [20, 140, 4096];
+  test("FlashMLA's dense grid and corner cases (flashmla check's grid): every element vs the fp32 GPU reference, sampled rows vs the CPU reference", () => {
+    // The same cases and checks as `flashmla check --grid flashmla` (2,304 grid + 32 corner cases);
+    // FLASHMLA_DENSE_GRID=quick takes every 12th case plus all corner cases.
+    const grid = checkGrid("flashmla");
+    const cases = QUICK ? grid.filter((c, i) => i % 12 === 0 || c.zeroFraction > 0) : grid;
+    const stream = Stream.create();
     const t0 = Date.now();
-    for (const b of bs) for (const s_q of [1, 2, 4]) for (const s_k of sks) for (const [h_q, h_kv] of HEAD_PAIRS) for (const varlen of [false, true]) for (const causal of [false, true]) {
-      if (QUICK && (varlen !== causal || h_q % 3 === 0)) continue;
-      const seed = 20000 + n;
-      const c = makeDenseCaseGpu({ seed, b, s_q, h_q, h_kv, seqlens: { mean: s_k, varlen }, causal, dtype: "bf16" });
-      try {
-        checkLargeCase(c, `seed ${seed} b=${b} s_q=${s_q} s_k=${s_k} h_q=${h_q} h_kv=${h_kv} varlen=${varlen} causal=${causal}`, rng, 2);
-      } finally {
-        c.dispose();
-      }
-      n++;
+    const failures: string[] = [];
+    try {
+      cases.forEach((spec, i) => {
+        const r = runCheckCase(spec, { kernel: BENCH_KERNELS[`dense_${KERNEL}`], stream, seed: 20000 + i });
+        if (!r.ok) failures.push(`${spec.name} (seed ${20000 + i}): ${r.error ?? r.check?.message}`);
+      });
+    } finally {
+      stream.dispose();
     }
-    console.log(`# FlashMLA dense grid: ${n} cases, ${((Date.now() - t0) / 1000).toFixed(1)} s`);
-  });
-
-  test("FlashMLA's corner cases: b = 128, s_q = 2, s_k = 4096, varlen with zero lengths, all head pairs x causal", () => {
-    const rng = new Rng(31337);
-    let n = 0;
-    for (const [h_q, h_kv] of HEAD_PAIRS) for (const causal of [false, true]) {
-      const c = makeDenseCaseGpu({ seed: 40000 + n, b: 128, s_q: 2, h_q, h_kv, seqlens: { mean: 4096, varlen: true, zeroFraction: 0.5 }, causal, dtype: "bf16" });
-      try {
-        assert.ok(c.seqlens.some((l) => l === 0), "the case has empty requests");
-        checkLargeCase(c, `corner h_q=${h_q} h_kv=${h_kv} causal=${causal}`, rng, 2);
-        // Empty requests: out exactly 0 and lse exactly +inf.
-      } finally {
-        c.dispose();
-      }
-      n++;
-    }
+    console.log(`# FlashMLA dense grid: ${cases.length} cases (${QUICK ? "quick" : "full"}), ${failures.length} failed, ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    assert.deepEqual(failures, [], failures.slice(0, 5).join("\n"));
   });
 
   test("empty requests give out = 0 and lse = +inf exactly", () => {
