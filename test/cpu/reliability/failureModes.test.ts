@@ -13,7 +13,7 @@ import { flashMlaWithKvcache, type FlashMlaWithKvcacheArgs } from "../../../src/
 import { quantizeKvCacheFp8, writeKvCacheFp8 } from "../../../src/mla/kvCacheFp8Gpu.js";
 import { mlaDecodeReference } from "../../../src/mla/mlaDecodeReference.js";
 import { mlaDecodeReferenceGpu } from "../../../src/mla/mlaDecodeReferenceGpu.js";
-import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
+import { getMlaMetadata, MlaSchedMeta, type MlaSchedConfig } from "../../../src/mla/MlaSchedMeta.js";
 import { Device } from "../../../src/runtime/Device.js";
 import { DeviceBuffer } from "../../../src/runtime/DeviceBuffer.js";
 import type { DType } from "../../../src/runtime/dtype.js";
@@ -67,8 +67,10 @@ function outcome(fn: () => unknown): string {
 
 /** Runs this file as a child in `mode` with extra environment, and returns its JSON answer. */
 function runChild<T>(mode: string, env: Record<string, string>): T {
+  // Without the runner's NODE_TEST_CONTEXT the child is a plain script whose stdout is only its answer.
+  const { NODE_TEST_CONTEXT: _runner, ...inherited } = process.env;
   const stdout = execFileSync(process.execPath, [fileURLToPath(import.meta.url)], {
-    env: { ...process.env, FLASHMLA_REQUIRE_GPU: "", FLASHMLA_TEST_CHILD: mode, ...env },
+    env: { ...inherited, FLASHMLA_TEST_CHILD: mode, ...env },
     encoding: "utf8",
   });
   return JSON.parse(stdout) as T;
@@ -76,6 +78,8 @@ function runChild<T>(mode: string, env: Record<string, string>): T {
 
 /** What a process without libcuda sees, call by call, in the order a user would make them. */
 interface NoDriverReport {
+  /** Bad calls on fake GPU tensors: each must be an ArgumentError, raised before any driver call. */
+  badCalls: Record<string, string>;
   noGpuErrors: Record<string, { isNoGpuError: boolean; message: string }>;
   sameErrorObjectTwice: boolean;
   referenceBefore: string;
@@ -102,6 +106,21 @@ function noDriverChild(): NoDriverReport {
     quantizeKvCacheFp8: () => quantizeKvCacheFp8(fakeCuda([2, 576], "bf16")),
     mlaDecodeReferenceGpu: () => mlaDecodeReferenceGpu({ ...dense, schedMeta: undefined }),
   };
+  const filledFor = (config: Partial<MlaSchedConfig>) => {
+    const meta = new MlaSchedMeta();
+    meta.config = { b: 1, s_q: 1, h_q: 64, h_kv: 1, page_block_size: 64, causal: false, is_fp8_kvcache: false, topk: null, ...config };
+    return meta;
+  };
+  const disposed = getMlaMetadata();
+  disposed.dispose();
+  const badCalls: Record<string, string> = {
+    "kCache dtype": outcome(() => flashMlaWithKvcache({ ...dense, kCache: fakeCuda([1, 64, 1, 576], "fp16") })),
+    "host blockTable": outcome(() => flashMlaWithKvcache({ ...dense, blockTable: Tensor.zerosHost([1, 1], "i32") })),
+    "disposed metadata": outcome(() => flashMlaWithKvcache({ ...dense, schedMeta: disposed })),
+    "metadata for h_q = 128": outcome(() => flashMlaWithKvcache({ ...dense, schedMeta: filledFor({ h_q: 128 }) })),
+    "writer slotMapping for 3 tokens": outcome(() => writeKvCacheFp8({ kv: fakeCuda([2, 576], "bf16"), slotMapping: fakeCuda([3], "i32"), kCache: fakeCuda([1, 64, 1, 656], "u8") })),
+    "reference GPU with out": outcome(() => mlaDecodeReferenceGpu({ ...dense, schedMeta: undefined, out: fakeCuda([1, 1, 64, 512], "bf16") })),
+  };
   const noGpuErrors: NoDriverReport["noGpuErrors"] = {};
   const thrown: unknown[] = [];
   for (const [name, call] of Object.entries(calls)) {
@@ -114,6 +133,7 @@ function noDriverChild(): NoDriverReport {
     }
   }
   return {
+    badCalls,
     noGpuErrors,
     // The loader keeps its verdict: the same error object every time, no retry cost per call.
     sameErrorObjectTwice: thrown[2] !== undefined && thrown[2] === thrown[3],
@@ -169,8 +189,18 @@ if (child === "no-driver") {
     for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
   });
 
-  test("without libcuda every GPU entry point throws one NoGpuError naming the cause and remedy; the CPU reference keeps working", () => {
+  test("without libcuda bad arguments are still ArgumentErrors, every GPU entry point throws one NoGpuError naming the cause and remedy, and the CPU reference keeps working", () => {
     const r = runChild<NoDriverReport>("no-driver", { FLASHMLA_LIBCUDA: NO_DRIVER });
+    // Argument errors come first, whatever the machine has (and no kernel ever sees a fake pointer).
+    const F = "ArgumentError: flashMlaWithKvcache(): argument";
+    assert.deepEqual(r.badCalls, {
+      "kCache dtype": `${F} 'kCache': expected dtype bf16, got fp16`,
+      "host blockTable": `${F} 'blockTable': expected a CUDA tensor, got a cpu tensor (copy it with Tensor.toDevice)`,
+      "disposed metadata": `${F} 'schedMeta': expected live scheduler metadata, got a disposed MlaSchedMeta`,
+      "metadata for h_q = 128": `${F} 'schedMeta': expected metadata for h_q = 128 (it was filled for that batch; call getMlaMetadata() again for a new shape), got h_q = 64`,
+      "writer slotMapping for 3 tokens": "ArgumentError: writeKvCacheFp8(): argument 'slotMapping': expected num_tokens = 2 (shape [2]), got 3 (shape [3])",
+      "reference GPU with out": "ArgumentError: mlaDecodeReferenceGpu(): argument 'out': expected undefined (the fp32 reference returns new f32 out and lse), got a value",
+    });
     for (const [call, { isNoGpuError, message }] of Object.entries(r.noGpuErrors)) {
       assert.ok(isNoGpuError, `${call}: expected a NoGpuError, got ${message}`);
       assert.equal(message, NO_GPU_MESSAGE, call);
