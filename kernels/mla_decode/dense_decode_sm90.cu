@@ -10,8 +10,7 @@
 // warpgroup 2 is the TMA producer (one thread issues) keeping two KV blocks in flight (kfull / kempty
 // mbarriers); setmaxnreg moves its registers to the consumers, whose O half alone is 128 registers.
 // The seesaw schedule (FLASHMLA.md §5.1) replaces the redundant S in the next kernel version.
-#include "../common/ptx.cuh"
-#include "params.h"
+#include "decode_common.cuh"
 
 MLA_EXPORT_LAYOUT(dense_params_layout, mla::DenseParams, MLA_OFFSETS_DENSE)
 
@@ -19,15 +18,10 @@ namespace {
 
 using namespace mla;
 
-constexpr int NUM_TILES = D_QK / 64;            // 9 tiles of 64 dims; tiles 0..7 are also V
-constexpr int TILE_BYTES = 64 * 128;            // 64 rows x 64 dims x 2 B, SW128
-constexpr int QK_BYTES = NUM_TILES * TILE_BYTES;  // 73,728 B for Q or one K block
 constexpr int NUM_STAGES = 2;
 constexpr int CONSUMER_THREADS = 256;
 constexpr int THREADS = CONSUMER_THREADS + 128;  // registers are allocated per warpgroup anyway
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = 232;  // (2 * 232 + 40) * 128 = 64,512 <= 65,536
-constexpr float MASKED = -INFINITY;
-constexpr float M_INIT = -1e30f;                // finite, so exp2(M_INIT - M_INIT) = 1 for empty rows
 
 struct __align__(1024) Smem {
   uint8_t q[QK_BYTES];
@@ -36,46 +30,6 @@ struct __align__(1024) Smem {
   uint64_t kempty[NUM_STAGES];
 };
 constexpr int SMEM_BYTES = sizeof(Smem) + 1024;  // + slack to align the base to 1024 B by hand
-
-__device__ __forceinline__ int num_kv_blocks(int seqlen) { return seqlen <= 0 ? 1 : (seqlen + BLOCK_N - 1) / BLOCK_N; }
-
-// Keys visible to flattened row `flat` (row = s * heads_per_kv + head): FlashMLA's causal rule lets query
-// token s of s_q see keys [0, seqlen - (s_q - 1 - s)).
-__device__ __forceinline__ int row_limit(const DenseParams& p, int flat, int seqlen) {
-  if (!p.causal || flat >= p.rows_per_kv) return seqlen;
-  const int s = flat / p.heads_per_kv;
-  return seqlen - (p.s_q - 1 - s);
-}
-
-// Consumers copy the request's 64 Q rows into SW128 tiles (the layout TMA would produce); rows past
-// rows_per_kv are zero. 64 rows x 72 chunks of 16 B = 18 chunks per consumer thread.
-template <typename T>
-__device__ __forceinline__ void load_q(const DenseParams& p, Smem& sm, int req, int m_block, int hk, int tid) {
-  const uint16_t* q = static_cast<const uint16_t*>(p.q);
-#pragma unroll 2
-  for (int c = tid; c < 64 * 72; c += CONSUMER_THREADS) {
-    const int r = c / 72, chunk = c % 72;
-    const int flat = m_block * BLOCK_M + r;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (flat < p.rows_per_kv) {
-      const int s = flat / p.heads_per_kv, head = hk * p.heads_per_kv + flat % p.heads_per_kv;
-      const uint16_t* src = q + req * p.q_batch_stride + s * p.q_token_stride + head * p.q_head_stride + chunk * 8;
-      v = __ldg(reinterpret_cast<const uint4*>(src));
-    }
-    const int tile = chunk / 8, cc = chunk % 8;
-    *reinterpret_cast<uint4*>(sm.q + tile * TILE_BYTES + r * 128 + ((cc ^ (r & 7)) << 4)) = v;
-  }
-}
-
-// Rows [valid, 64) of this block hold tokens past the request's end: possibly NaN poison. P is 0 there,
-// but 0 * NaN = NaN inside the MMA, so the warpgroup zeroes its own V tiles' rows before P·V.
-__device__ __forceinline__ void zero_tail_rows(uint8_t* kblock, int wg, int valid, int t128) {
-  const int rows = 64 - valid;
-  for (int c = t128; c < rows * 4 * 8; c += 128) {
-    const int r = valid + c / 32, tile = 4 * wg + (c / 8) % 4, chunk = c % 8;
-    *reinterpret_cast<uint4*>(kblock + tile * TILE_BYTES + r * 128 + (chunk << 4)) = make_uint4(0, 0, 0, 0);
-  }
-}
 
 template <typename T>
 __device__ __forceinline__ void store_out(const DenseParams& p, float (&o)[128], int req, int m_block, int hk, int wg,
@@ -99,7 +53,7 @@ __device__ __forceinline__ void store_out(const DenseParams& p, float (&o)[128],
       }
       if (wg == 0 && lane % 4 == 0) {
         p.lse[(static_cast<long long>(req) * p.h_q + head) * p.s_q + s] =
-            empty ? INFINITY : (__log2f(L) + m[half]) * 0.69314718055994530942f;
+            empty ? INFINITY : (__log2f(L) + m[half]) * LN2;
       }
     } else {
       const long long row = (static_cast<long long>(slot) * p.h_kv + hk) * p.rows_per_kv + flat;
@@ -127,7 +81,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
                           (req == meta.end_req_idx && meta.is_last_req_splitted);
 
     ptx::named_barrier_sync(1, CONSUMER_THREADS);  // every wgmma of the previous request has read sQ
-    load_q<T>(p, sm, req, m_block, hk, tid);
+    load_q_dense(p, sm.q, req, m_block, hk, tid, CONSUMER_THREADS);
     ptx::fence_proxy_async_smem();
     ptx::named_barrier_sync(1, CONSUMER_THREADS);
 
@@ -135,7 +89,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     float m[2] = {M_INIT, M_INIT}, l[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int half = 0; half < 2; ++half)
-      limit[half] = row_limit(p, m_block * BLOCK_M + 16 * warp_in_wg + lane / 4 + 8 * half, seqlen);
+      limit[half] = dense_row_limit(p, m_block * BLOCK_M + 16 * warp_in_wg + lane / 4 + 8 * half, seqlen);
     float o[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) o[i] = 0.0f;
@@ -198,7 +152,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
 
       const int valid = seqlen - blk * BLOCK_N;
       if (valid < BLOCK_N) {
-        zero_tail_rows(kblock, wg, valid < 0 ? 0 : valid, t128);
+        zero_tail_rows(kblock, 4 * wg, valid < 0 ? 0 : valid, t128);
         ptx::fence_proxy_async_smem();
         ptx::named_barrier_sync(2 + wg, 128);
       }

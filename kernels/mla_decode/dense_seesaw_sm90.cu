@@ -22,8 +22,7 @@
 // each warpgroup refills the tiles it was the last to read as soon as it is done with them: W0 tiles
 // 0-3 (V's left half) of both blocks and K1's tile 8, W1 the other tiles 4-8. P tiles travel between the
 // warpgroups in the blocks' RoPE tiles, which V does not use.
-#include "../common/ptx.cuh"
-#include "params.h"
+#include "decode_common.cuh"
 
 MLA_EXPORT_LAYOUT(dense_seesaw_params_layout, mla::DenseParams, MLA_OFFSETS_DENSE)
 
@@ -31,13 +30,8 @@ namespace {
 
 using namespace mla;
 
-constexpr int NUM_TILES = D_QK / 64;
-constexpr int TILE_BYTES = 64 * 128;
-constexpr int QK_BYTES = NUM_TILES * TILE_BYTES;
 constexpr int CONSUMER_THREADS = 256;
 constexpr int THREADS = CONSUMER_THREADS;
-constexpr float MASKED = -INFINITY;
-constexpr float M_INIT = -1e30f;
 
 // Named barriers (id 0 is __syncthreads). Each is used once per iteration: one warpgroup arrives, the
 // other waits, so 256 threads complete it.
@@ -56,29 +50,6 @@ struct __align__(1024) Smem {
 };
 constexpr int SMEM_BYTES = sizeof(Smem) + 1024;
 static_assert(SMEM_BYTES <= 232448, "fits the opt-in shared memory of an H100/H200 SM");
-
-__device__ __forceinline__ int num_kv_blocks(int seqlen) { return seqlen <= 0 ? 1 : (seqlen + BLOCK_N - 1) / BLOCK_N; }
-
-__device__ __forceinline__ int row_limit(const DenseParams& p, int flat, int seqlen) {
-  if (!p.causal || flat >= p.rows_per_kv) return seqlen;
-  return seqlen - (p.s_q - 1 - flat / p.heads_per_kv);
-}
-
-template <typename T>
-__device__ __forceinline__ void load_q(const DenseParams& p, Smem& sm, int req, int m_block, int hk, int tid) {
-  const uint16_t* q = static_cast<const uint16_t*>(p.q);
-#pragma unroll 2
-  for (int c = tid; c < 64 * 72; c += CONSUMER_THREADS) {
-    const int r = c / 72, chunk = c % 72;
-    const int flat = m_block * BLOCK_M + r;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (flat < p.rows_per_kv) {
-      const int s = flat / p.heads_per_kv, head = hk * p.heads_per_kv + flat % p.heads_per_kv;
-      v = __ldg(reinterpret_cast<const uint4*>(q + req * p.q_batch_stride + s * p.q_token_stride + head * p.q_head_stride + chunk * 8));
-    }
-    *reinterpret_cast<uint4*>(sm.q + (chunk / 8) * TILE_BYTES + r * 128 + (((chunk % 8) ^ (r & 7)) << 4)) = v;
-  }
-}
 
 // The P tile of block `stage` lives in that block's RoPE tile (see Smem).
 __device__ __forceinline__ uint8_t* p_tile(Smem& sm, int stage) { return sm.k[stage] + (NUM_TILES - 1) * TILE_BYTES; }
@@ -193,16 +164,6 @@ __device__ __forceinline__ void scale_p(uint32_t (&a)[4][4], const float (&f)[2]
     }
 }
 
-// Rows [valid, 64) of a block hold tokens past the request (maybe NaN poison): zero this warpgroup's
-// V tiles there, since P = 0 times NaN is NaN inside the MMA.
-__device__ __forceinline__ void zero_tail_rows(uint8_t* kblock, int first_tile, int valid, int t128) {
-  const int rows = 64 - valid;
-  for (int c = t128; c < rows * 4 * 8; c += 128) {
-    const int r = valid + c / 32, tile = first_tile + (c / 8) % 4, chunk = c % 8;
-    *reinterpret_cast<uint4*>(kblock + tile * TILE_BYTES + r * 128 + (chunk << 4)) = make_uint4(0, 0, 0, 0);
-  }
-}
-
 // P (accumulator layout, f32) as wgmma A fragments: k-step j, register x = elements 8j + 2x, 8j + 2x + 1.
 template <typename T>
 __device__ __forceinline__ void pack_p(uint32_t (&a)[4][4], const float (&s)[32]) {
@@ -249,7 +210,7 @@ __device__ __forceinline__ void store_out(const DenseParams& p, float (&o)[128],
       for (int i = 2 * half; i < 128; i += 4)
         *reinterpret_cast<uint32_t*>(out + wg * 256 + 8 * (i >> 2) + 2 * (lane % 4)) = ptx::pack2<T>(o[i] * inv, o[i + 1] * inv);
       if (wg == 0 && lane % 4 == 0)
-        p.lse[(static_cast<long long>(req) * p.h_q + head) * p.s_q + s] = empty ? INFINITY : (__log2f(L[half]) + m[half]) * 0.69314718055994530942f;
+        p.lse[(static_cast<long long>(req) * p.h_q + head) * p.s_q + s] = empty ? INFINITY : (__log2f(L[half]) + m[half]) * LN2;
     } else {
       const long long row = (static_cast<long long>(slot) * p.h_kv + hk) * p.rows_per_kv + flat;
       float* oa = p.o_accum + row * D_V;
@@ -311,7 +272,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     const bool is_split = (req == meta.begin_req_idx && meta.is_first_req_splitted) || (req == meta.end_req_idx && meta.is_last_req_splitted);
 
     ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);  // the previous request is done with sQ and sm.l
-    load_q<T>(p, sm, req, m_block, hk, tid);
+    load_q_dense(p, sm.q, req, m_block, hk, tid, CONSUMER_THREADS);
     ptx::fence_proxy_async_smem();
     ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);
 
@@ -320,7 +281,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     int limit[2];
 #pragma unroll
     for (int half = 0; half < 2; ++half)
-      limit[half] = min(row_limit(p, m_block * BLOCK_M + 16 * warp_in_wg + lane / 4 + 8 * half, seqlen), end_blk * BLOCK_N);
+      limit[half] = min(dense_row_limit(p, m_block * BLOCK_M + 16 * warp_in_wg + lane / 4 + 8 * half, seqlen), end_blk * BLOCK_N);
     float o[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) o[i] = 0.0f;

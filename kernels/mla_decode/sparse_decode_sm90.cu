@@ -11,8 +11,7 @@
 // Split partials use the dense layout (h_kv = 1, row = s * h_q + head) and the dense combine, which also
 // applies the attention sink; unsplit rows apply the sink here: out = o / (L + 2^(sink·log2e - M)).
 // Written without GPU access in its first session: tests in test/gpu/mla/sparseDecode.test.ts.
-#include "../common/ptx.cuh"
-#include "params.h"
+#include "decode_common.cuh"
 
 MLA_EXPORT_LAYOUT(sparse_params_layout, mla::SparseParams, MLA_OFFSETS_SPARSE)
 
@@ -20,16 +19,9 @@ namespace {
 
 using namespace mla;
 
-constexpr int NUM_TILES = D_QK / 64;
-constexpr int TILE_BYTES = 64 * 128;
-constexpr int QK_BYTES = NUM_TILES * TILE_BYTES;
 constexpr int CONSUMER_THREADS = 256;
 constexpr int THREADS = CONSUMER_THREADS + 128;
 constexpr int TOKEN_BYTES = 656;
-constexpr float MASKED = -INFINITY;
-constexpr float M_INIT = -1e30f;
-constexpr float LOG2E = 1.4426950408889634f;
-constexpr float LN2 = 0.69314718055994530942f;
 // (WG0 + WG1 + producer) * 128 = 65,536 registers: WG0 holds O_L, S and P; WG1 holds O_R; the producer holds
 // four in-flight 16-byte loads.
 constexpr int WG0_REGS = 224, WG1_REGS = 168, PRODUCER_REGS = 120;
@@ -51,14 +43,10 @@ struct __align__(1024) Smem {
 constexpr int SMEM_BYTES = sizeof(Smem) + 1024;
 static_assert(SMEM_BYTES <= 232448, "fits the opt-in shared memory of an H100/H200 SM");
 
-__device__ __forceinline__ int num_blocks_of(int len) { return len <= 0 ? 1 : (len + BLOCK_N - 1) / BLOCK_N; }
 
 __device__ __forceinline__ int request_length(const SparseParams& p, int req) {
   return max(0, min(p.lengths[req], p.topk));
 }
-
-// Byte address of element (row, 16-byte chunk) in a SW128 tile (HOPPER-NOTES §1.6).
-__device__ __forceinline__ int sw128(int row, int chunk) { return row * 128 + ((chunk ^ (row & 7)) << 4); }
 
 // Four e4m3 bytes -> two bf16x2 words, times the tile's bf16 scale.
 __device__ __forceinline__ void dequant4(uint32_t w, __nv_bfloat162 scale, uint32_t& lo, uint32_t& hi) {
@@ -80,7 +68,7 @@ __device__ __forceinline__ void producer(const SparseParams& p, Smem& sm, const 
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
     const int len = request_length(p, req);
     const int start_blk = req == meta.begin_req_idx ? meta.begin_block_idx : 0;
-    const int end_blk = req == meta.end_req_idx ? meta.end_block_idx : num_blocks_of(len);
+    const int end_blk = req == meta.end_req_idx ? meta.end_block_idx : num_kv_blocks(len);
     const int* idx_row = p.indices + req * p.indices_batch_stride + s_idx * p.indices_token_stride;
     for (int blk = start_blk; blk < end_blk; ++blk, ++it) {
       const int stage = it % 2;
@@ -187,7 +175,7 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
     const int len = request_length(p, req);
     const int start_blk = req == meta.begin_req_idx ? meta.begin_block_idx : 0;
-    const int end_blk = req == meta.end_req_idx ? meta.end_block_idx : num_blocks_of(len);
+    const int end_blk = req == meta.end_req_idx ? meta.end_block_idx : num_kv_blocks(len);
     const bool is_split = (req == meta.begin_req_idx && meta.is_first_req_splitted) || (req == meta.end_req_idx && meta.is_last_req_splitted);
 
     ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);  // the previous request is done with sQ, sm.l, sm.m

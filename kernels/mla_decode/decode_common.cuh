@@ -1,0 +1,58 @@
+// Pieces the dense (v1, seesaw) and sparse decode kernels share: tile geometry, the SW128 address rule,
+// the scheduler's block count, FlashMLA's causal rule, the Q copy into SW128 tiles and the zeroing of
+// V rows past a request's end.
+#pragma once
+#include "../common/ptx.cuh"
+#include "params.h"
+
+namespace mla {
+
+constexpr int NUM_TILES = D_QK / 64;              // 9 tiles of 64 dims; tiles 0..7 are also V
+constexpr int TILE_BYTES = 64 * 128;              // 64 rows x 64 dims x 2 B, SW128
+constexpr int QK_BYTES = NUM_TILES * TILE_BYTES;  // 73,728 B for Q or one K block
+constexpr float MASKED = -INFINITY;
+constexpr float M_INIT = -1e30f;                  // finite, so exp2(M_INIT - M_INIT) = 1 for empty rows
+constexpr float LOG2E = 1.4426950408889634f;
+constexpr float LN2 = 0.69314718055994530942f;
+
+// Byte offset of 16-byte chunk `chunk` of row `row` in a 1024-B aligned SW128 tile (HOPPER-NOTES §1.6).
+__device__ __forceinline__ int sw128(int row, int chunk) { return row * 128 + ((chunk ^ (row & 7)) << 4); }
+
+// Blocks the scheduler gives a request: an empty request still gets one (its CTA writes out 0, lse +inf).
+__device__ __forceinline__ int num_kv_blocks(int seqlen) { return seqlen <= 0 ? 1 : (seqlen + BLOCK_N - 1) / BLOCK_N; }
+
+// Keys visible to flattened row `flat` (row = s * heads_per_kv + head): FlashMLA's causal rule lets query
+// token s of s_q see keys [0, seqlen - (s_q - 1 - s)).
+__device__ __forceinline__ int dense_row_limit(const DenseParams& p, int flat, int seqlen) {
+  if (!p.causal || flat >= p.rows_per_kv) return seqlen;
+  return seqlen - (p.s_q - 1 - flat / p.heads_per_kv);
+}
+
+// `threads` threads copy a request's 64 Q rows (flattened s_q x heads_per_kv rows of KV head hk) into
+// SW128 tiles at `q_smem` (the layout TMA would produce); rows past rows_per_kv are zero.
+__device__ __forceinline__ void load_q_dense(const DenseParams& p, uint8_t* q_smem, int req, int m_block, int hk, int tid, int threads) {
+  const uint16_t* q = static_cast<const uint16_t*>(p.q);
+#pragma unroll 2
+  for (int c = tid; c < 64 * 72; c += threads) {
+    const int r = c / 72, chunk = c % 72;
+    const int flat = m_block * BLOCK_M + r;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (flat < p.rows_per_kv) {
+      const int s = flat / p.heads_per_kv, head = hk * p.heads_per_kv + flat % p.heads_per_kv;
+      v = __ldg(reinterpret_cast<const uint4*>(q + req * p.q_batch_stride + s * p.q_token_stride + head * p.q_head_stride + chunk * 8));
+    }
+    *reinterpret_cast<uint4*>(q_smem + (chunk / 8) * TILE_BYTES + sw128(r, chunk % 8)) = v;
+  }
+}
+
+// Rows [valid, 64) of a block hold tokens past the request (maybe NaN poison): zero the four V tiles
+// from `first_tile` there, since P = 0 times NaN is NaN inside the MMA. One warpgroup (128 threads).
+__device__ __forceinline__ void zero_tail_rows(uint8_t* kblock, int first_tile, int valid, int t128) {
+  const int rows = 64 - valid;
+  for (int c = t128; c < rows * 4 * 8; c += 128) {
+    const int r = valid + c / 32, tile = first_tile + (c / 8) % 4, chunk = c % 8;
+    *reinterpret_cast<uint4*>(kblock + tile * TILE_BYTES + r * 128 + (chunk << 4)) = make_uint4(0, 0, 0, 0);
+  }
+}
+
+}  // namespace mla
