@@ -137,10 +137,17 @@ function initSchedMeta(meta: MlaSchedMeta, config: MlaSchedConfig, shape: DenseS
   const parts = numSmPartsDense(device.smCount, shape.s_q, shape.h_q, shape.h_kv);
   const slots = numSplitSlots(shape.b, parts);
   const rowsPerKv = (shape.s_q * shape.h_q) / shape.h_kv;
-  meta.schedMeta = Tensor.emptyDevice([parts, SCHED_META_INTS], "i32", ordinal);
-  meta.numSplits = Tensor.emptyDevice([shape.b + 1], "i32", ordinal);
-  meta.oAccum = Tensor.emptyDevice([slots, shape.h_kv, rowsPerKv, D_V], "f32", ordinal);
-  meta.lseAccum = Tensor.emptyDevice([slots, shape.h_kv, rowsPerKv], "f32", ordinal);
+  try {
+    meta.schedMeta = Tensor.emptyDevice([parts, SCHED_META_INTS], "i32", ordinal);
+    meta.numSplits = Tensor.emptyDevice([shape.b + 1], "i32", ordinal);
+    meta.oAccum = Tensor.emptyDevice([slots, shape.h_kv, rowsPerKv, D_V], "f32", ordinal);
+    meta.lseAccum = Tensor.emptyDevice([slots, shape.h_kv, rowsPerKv], "f32", ordinal);
+  } catch (e) {
+    // Out of memory part-way: free what was allocated, or a retry would overwrite (and leak) it.
+    for (const t of [meta.schedMeta, meta.numSplits, meta.oAccum, meta.lseAccum]) t?.dispose();
+    meta.schedMeta = meta.numSplits = meta.oAccum = meta.lseAccum = undefined;
+    throw e;
+  }
   meta.numSmParts = parts;
   meta.numSplitSlots = slots;
   const params = SchedParamsStruct.pack({ cache_seqlens: cacheSeqlens.ptr, sched_meta: meta.schedMeta.ptr, num_splits: meta.numSplits.ptr, b: shape.b, num_sm_parts: parts, max_len: 0, pad0: 0 });
