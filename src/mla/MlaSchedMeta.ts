@@ -63,8 +63,17 @@ export class MlaSchedMeta {
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
+    this.releaseWorkspace();
+  }
+
+  /**
+   * Frees the device tensors (also after an allocation failed part-way, so a retry starts clean) and
+   * leaves the object unfilled.
+   */
+  releaseWorkspace(): void {
     for (const t of [this.schedMeta, this.numSplits, this.oAccum, this.lseAccum, this.lengths]) t?.dispose();
     this.schedMeta = this.numSplits = this.oAccum = this.lseAccum = this.lengths = undefined;
+    this.config = undefined;
   }
 
   [Symbol.dispose](): void {

@@ -144,8 +144,7 @@ function initSchedMeta(meta: MlaSchedMeta, config: MlaSchedConfig, shape: DenseS
     meta.lseAccum = Tensor.emptyDevice([slots, shape.h_kv, rowsPerKv], "f32", ordinal);
   } catch (e) {
     // Out of memory part-way: free what was allocated, or a retry would overwrite (and leak) it.
-    for (const t of [meta.schedMeta, meta.numSplits, meta.oAccum, meta.lseAccum]) t?.dispose();
-    meta.schedMeta = meta.numSplits = meta.oAccum = meta.lseAccum = undefined;
+    meta.releaseWorkspace();
     throw e;
   }
   meta.numSmParts = parts;

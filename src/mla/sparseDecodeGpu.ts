@@ -31,14 +31,19 @@ export function sparseDecodeGpu(args: FlashMlaWithKvcacheArgs): FlashMlaResult {
   if (!meta.initialized) {
     const parts = numSmPartsSparse(Device.get(ordinal).smCount, shape.s_q, shape.h_q);
     const slots = numSplitSlots(shape.b, parts);
-    meta.schedMeta = Tensor.emptyDevice([parts, SCHED_META_INTS], "i32", ordinal);
-    meta.numSplits = Tensor.emptyDevice([shape.b + 1], "i32", ordinal);
-    meta.oAccum = Tensor.emptyDevice([slots, rows, D_V], "f32", ordinal);
-    meta.lseAccum = Tensor.emptyDevice([slots, rows], "f32", ordinal);
-    if (args.topkLength === undefined) {
-      // Without topkLength every request attends all topk entries.
-      meta.lengths = Tensor.emptyDevice([shape.b], "i32", ordinal);
-      meta.lengths.buffer!.memset32(shape.topk, 0, shape.b, stream);
+    try {
+      meta.schedMeta = Tensor.emptyDevice([parts, SCHED_META_INTS], "i32", ordinal);
+      meta.numSplits = Tensor.emptyDevice([shape.b + 1], "i32", ordinal);
+      meta.oAccum = Tensor.emptyDevice([slots, rows, D_V], "f32", ordinal);
+      meta.lseAccum = Tensor.emptyDevice([slots, rows], "f32", ordinal);
+      if (args.topkLength === undefined) {
+        // Without topkLength every request attends all topk entries.
+        meta.lengths = Tensor.emptyDevice([shape.b], "i32", ordinal);
+        meta.lengths.buffer!.memset32(shape.topk, 0, shape.b, stream);
+      }
+    } catch (e) {
+      meta.releaseWorkspace();  // out of memory part-way: a retry must not leak what was allocated
+      throw e;
     }
     meta.numSmParts = parts;
     meta.numSplitSlots = slots;
@@ -49,7 +54,13 @@ export function sparseDecodeGpu(args: FlashMlaWithKvcacheArgs): FlashMlaResult {
   }
 
   const out = args.out ?? Tensor.emptyDevice([shape.b, shape.s_q, shape.h_q, D_V], "bf16", ordinal);
-  const lse = args.lse ?? Tensor.emptyDevice([shape.b, shape.h_q, shape.s_q], "f32", ordinal);
+  let lse: Tensor;
+  try {
+    lse = args.lse ?? Tensor.emptyDevice([shape.b, shape.h_q, shape.s_q], "f32", ordinal);
+  } catch (e) {
+    if (args.out === undefined) out.dispose();
+    throw e;
+  }
   const lengths = args.topkLength?.ptr ?? meta.lengths!.ptr;
   const sink = args.attnSink?.ptr ?? 0n;
   const params = SparseParamsStruct.pack({
