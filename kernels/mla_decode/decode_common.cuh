@@ -19,7 +19,8 @@ constexpr float LN2 = 0.69314718055994530942f;
 __device__ __forceinline__ int sw128(int row, int chunk) { return row * 128 + ((chunk ^ (row & 7)) << 4); }
 
 // Blocks the scheduler gives a request: an empty request still gets one (its CTA writes out 0, lse +inf).
-__device__ __forceinline__ int num_kv_blocks(int seqlen) { return seqlen <= 0 ? 1 : (seqlen + BLOCK_N - 1) / BLOCK_N; }
+// No `seqlen + 63`: it overflows int for lengths near 2^31.
+__device__ __forceinline__ int num_kv_blocks(int seqlen) { return seqlen <= 0 ? 1 : seqlen / BLOCK_N + (seqlen % BLOCK_N != 0); }
 
 // Keys visible to flattened row `flat` (row = s * heads_per_kv + head): FlashMLA's causal rule lets query
 // token s of s_q see keys [0, seqlen - (s_q - 1 - s)).

@@ -10,8 +10,10 @@
 MLA_EXPORT_LAYOUT(sched_params_layout, mla::SchedParams, MLA_OFFSETS_SCHED)
 
 namespace {
+// Written without `seqlen + 63`, which overflows int for lengths near 2^31 (and then read
+// cache_seqlens[-1] further on).
 __device__ __forceinline__ int num_kv_blocks(int seqlen) {
-  return seqlen <= 0 ? 1 : (seqlen + mla::BLOCK_N - 1) / mla::BLOCK_N;
+  return seqlen <= 0 ? 1 : seqlen / mla::BLOCK_N + (seqlen % mla::BLOCK_N != 0);
 }
 // A request's length as the main kernels see it: sparse lengths never exceed topk.
 __device__ __forceinline__ int length_of(const mla::SchedParams& p, int i) {
