@@ -52,6 +52,55 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
       : "memory");
 }
 
+// mbarrier.try_wait.parity.acquire.cluster in a loop: for barriers that a peer CTA of the cluster
+// completes (st.async complete_tx, remote arrivals), so the peer's writes are visible after the wait.
+__device__ __forceinline__ void mbarrier_wait_cluster(uint64_t* bar, uint32_t parity) {
+  const uint32_t addr = smem_addr(bar);
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT_%=:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n"
+      "}\n" ::"r"(addr),
+      "r"(parity)
+      : "memory");
+}
+
+// mbarrier.arrive.release.cluster on a barrier of another CTA of the cluster (address from mapa).
+__device__ __forceinline__ void mbarrier_arrive_remote(uint32_t cluster_addr) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(cluster_addr) : "memory");
+}
+
+// ---- clusters and distributed shared memory (PTX ISA §9.7.x mapa, st.async, barrier.cluster) --------
+
+// %cluster_ctarank: this CTA's rank in its cluster.
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+// mapa.shared::cluster: the address of the same shared-memory offset in CTA `rank` of the cluster.
+__device__ __forceinline__ uint32_t mapa_shared(uint32_t smem_address, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem_address), "r"(rank));
+  return r;
+}
+
+// st.async ... mbarrier::complete_tx::bytes.v4.b32: 16 bytes into a peer CTA's shared memory, crediting
+// 16 bytes to the peer's mbarrier (both addresses from mapa).
+__device__ __forceinline__ void st_async_v4(uint32_t cluster_addr, uint4 v, uint32_t cluster_bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(cluster_addr),
+               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(cluster_bar)
+               : "memory");
+}
+
+// barrier.cluster.arrive.release + wait.acquire: every thread of every CTA of the cluster.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
 // ---- proxies and barriers -------------------------------------------------------------------------
 
 // fence.proxy.async.shared::cta: generic-proxy smem writes become visible to wgmma / TMA (async proxy).

@@ -122,6 +122,74 @@ __device__ __forceinline__ void producer(const SparseParams& p, Smem& sm, const 
   }
 }
 
+// The crossover producer (h_q = 128: a cluster of the two 64-head CTAs of one query token). CTA `rank`
+// dequantizes tokens [32·rank, 32·rank + 32) of each block, four threads per token (one 128-value scale
+// tile and 16 RoPE dims each), and writes every 16 bytes both into its own buffer and, with st.async, into
+// the peer's, crediting the peer's kfull barrier: each CTA dequantizes half the tokens (the seed's
+// crossover). A buffer is refilled only when the consumers of both CTAs have released it (kempty counts
+// 16 warps: 8 local, 8 remote).
+__device__ __forceinline__ void producer_crossover(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx) {
+  const int t = threadIdx.x - CONSUMER_THREADS, q4 = t % 4;
+  const uint32_t rank = ptx::cluster_ctarank(), peer = rank ^ 1u;
+  const int token = 32 * static_cast<int>(rank) + t / 4;
+  int it = 0;
+  for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
+    const int len = request_length(p, req);
+    const int start_blk = req == meta.begin_req_idx ? meta.begin_block_idx : 0;
+    const int end_blk = req == meta.end_req_idx ? meta.end_block_idx : num_kv_blocks(len);
+    const int* idx_row = p.indices + req * p.indices_batch_stride + s_idx * p.indices_token_stride;
+    for (int blk = start_blk; blk < end_blk; ++blk, ++it) {
+      const int stage = it % 2;
+      // Both CTAs read the same index row, so each can set all 64 valid flags itself.
+      const int pos_flag = blk * BLOCK_N + t;
+      const int id_flag = t < 64 && pos_flag < len ? idx_row[pos_flag] : -1;
+      const int pos = blk * BLOCK_N + token;
+      const int id = pos < len ? idx_row[pos] : -1;
+      const bool valid = id >= 0 && id < p.num_slots;
+      const uint8_t* src = p.kv + static_cast<long long>(valid ? id / p.page_block_size : 0) * p.kv_block_stride +
+                           static_cast<long long>(valid ? id % p.page_block_size : 0) * TOKEN_BYTES;
+      uint4 raw[8], rope[2];
+      float scale = 0.0f;
+      if (valid) {
+#pragma unroll
+        for (int k = 0; k < 8; ++k) raw[k] = ptx::ld_nc_v4(src + 128 * q4 + 16 * k);
+#pragma unroll
+        for (int k = 0; k < 2; ++k) rope[k] = ptx::ld_nc_v4(src + 528 + 32 * q4 + 16 * k);
+        scale = reinterpret_cast<const float*>(src + 512)[q4];
+      }
+      ptx::mbarrier_wait_cluster(&sm.kempty[stage], ((it / 2) & 1) ^ 1);
+      uint8_t* kb = sm.k[stage];
+      const uint32_t remote_kb = ptx::mapa_shared(ptx::smem_addr(kb), peer);
+      const uint32_t remote_bar = ptx::mapa_shared(ptx::smem_addr(&sm.kfull[stage]), peer);
+      const __nv_bfloat162 sc = __float2bfloat162_rn(scale);
+      auto put = [&](int offset, uint4 v) {
+        *reinterpret_cast<uint4*>(kb + offset) = v;
+        ptx::st_async_v4(remote_kb + offset, v, remote_bar);
+      };
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        uint4 a = make_uint4(0, 0, 0, 0), b = make_uint4(0, 0, 0, 0);
+        if (valid) {
+          dequant4(raw[k].x, sc, a.x, a.y);
+          dequant4(raw[k].y, sc, a.z, a.w);
+          dequant4(raw[k].z, sc, b.x, b.y);
+          dequant4(raw[k].w, sc, b.z, b.w);
+        }
+        const int d = 128 * q4 + 16 * k;
+        put((d / 64) * TILE_BYTES + sw128(token, (d % 64) / 8), a);
+        put((d / 64) * TILE_BYTES + sw128(token, (d % 64) / 8 + 1), b);
+      }
+#pragma unroll
+      for (int k = 0; k < 2; ++k) put(8 * TILE_BYTES + sw128(token, 2 * q4 + k), valid ? rope[k] : make_uint4(0, 0, 0, 0));
+      if (t < 64) sm.valid[stage][t] = id_flag >= 0 && id_flag < p.num_slots ? 1 : 0;
+      ptx::fence_proxy_async_smem();
+      // One arrival per local thread; thread 0's also expects the 32 tokens x 1152 B the peer sends.
+      if (t == 0) ptx::mbarrier_arrive_expect_tx(&sm.kfull[stage], 32 * D_QK * 2);
+      else ptx::mbarrier_arrive(&sm.kfull[stage]);
+    }
+  }
+}
+
 template <typename T>
 __device__ __forceinline__ void load_q(const SparseParams& p, Smem& sm, int req, int h0, int s_idx, int tid) {
   const uint16_t* q = static_cast<const uint16_t*>(p.q);
@@ -166,7 +234,7 @@ __device__ __forceinline__ void store_rows(const SparseParams& p, float (&o)[128
 
 // WG is the warpgroup (0 or 1), a template parameter so each instantiation holds only its own path and
 // ptxas allocates each within its own register budget.
-template <typename T, int WG>
+template <typename T, int WG, bool XO>
 __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const SchedMeta& meta, int h0, int s_idx) {
   constexpr int wg = WG;
   const int tid = threadIdx.x, warp_in_wg = (tid % 128) / 32, lane = tid % 32;
@@ -191,7 +259,14 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
     for (int blk = start_blk; blk < end_blk; ++blk, ++it) {
       const int stage = it % 2;
       const uint32_t k_base = ptx::smem_addr(sm.k[stage]);
-      ptx::mbarrier_wait(&sm.kfull[stage], (it / 2) & 1);
+      if constexpr (XO) {
+        // Half the block was written by the peer (st.async): acquire at cluster scope, then order those
+        // writes before this thread's wgmma reads (async proxy).
+        ptx::mbarrier_wait_cluster(&sm.kfull[stage], (it / 2) & 1);
+        ptx::fence_proxy_async_smem();
+      } else {
+        ptx::mbarrier_wait(&sm.kfull[stage], (it / 2) & 1);
+      }
       if constexpr (WG == 0) {
         float s[32];
         ptx::wgmma_fence();
@@ -286,7 +361,11 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
         ptx::fence_regs(o);
         ptx::named_barrier_arrive(BAR_P_FREE, CONSUMER_THREADS);
       }
-      if (lane == 0) ptx::mbarrier_arrive(&sm.kempty[stage]);
+      if (lane == 0) {
+        ptx::mbarrier_arrive(&sm.kempty[stage]);
+        // The peer's producer also writes into this buffer: release it there too.
+        if constexpr (XO) ptx::mbarrier_arrive_remote(ptx::mapa_shared(ptx::smem_addr(&sm.kempty[stage]), ptx::cluster_ctarank() ^ 1u));
+      }
     }
 
     // Final L and M: WG0 owns them; the last P_FREE arrival of WG1 is consumed here.
@@ -311,41 +390,52 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
   }
 }
 
-}  // namespace
-
-// Grid (ceil(h_q / 64), s_q, num_sm_parts), 384 threads.
-extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_sparse_decode_bf16_sm90(const __grid_constant__ mla::SparseParams p) {
+template <bool XO>
+__device__ __forceinline__ void sparse_decode(const SparseParams& p) {
   extern __shared__ uint8_t smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   // Each role reads the part's record itself, so nothing but the params stays live across the role
   // branches (their registers are allocated separately after setmaxnreg).
-  const mla::SchedMeta* meta = reinterpret_cast<const mla::SchedMeta*>(p.sched_meta) + blockIdx.z;
-  if (meta->begin_req_idx >= p.b) {
+  const SchedMeta* meta = reinterpret_cast<const SchedMeta*>(p.sched_meta) + blockIdx.z;
+  if (meta->begin_req_idx >= p.b) {  // both CTAs of a cluster share the record, so both leave here
     ptx::pdl_launch_dependents();
     return;
   }
   if (threadIdx.x == 0) {
     for (int s = 0; s < 2; ++s) {
       ptx::mbarrier_init(&sm.kfull[s], 128);
-      ptx::mbarrier_init(&sm.kempty[s], CONSUMER_THREADS / 32);
+      ptx::mbarrier_init(&sm.kempty[s], (XO ? 2 : 1) * CONSUMER_THREADS / 32);
     }
     ptx::fence_mbarrier_init();
   }
-  __syncthreads();
+  // The peer may arrive on these barriers and write this buffer only once they exist.
+  if constexpr (XO) ptx::cluster_sync();
+  else __syncthreads();
   // Warp-uniform by construction (a shuffle from lane 0), so the role branch needs no divergence tracking.
   const int wg = __shfl_sync(0xFFFFFFFFu, static_cast<int>(threadIdx.x / 128), 0);
-  // No code after the role branches: a merge point would make ptxas allocate it under every role's budget.
   if (wg == 2) {
     ptx::setmaxnreg_dec<PRODUCER_REGS>();
-    producer(p, sm, *meta, blockIdx.y);
-  } else {
-    if (wg == 0) {
-      ptx::setmaxnreg_inc<WG0_REGS>();
-      consumer<ptx::bf16_t, 0>(p, sm, *meta, blockIdx.x * 64, blockIdx.y);
-    } else {  // WG1 keeps the 168 registers it starts with
-      consumer<ptx::bf16_t, 1>(p, sm, *meta, blockIdx.x * 64, blockIdx.y);
-    }
+    if constexpr (XO) producer_crossover(p, sm, *meta, blockIdx.y);
+    else producer(p, sm, *meta, blockIdx.y);
+  } else if (wg == 0) {
+    ptx::setmaxnreg_inc<WG0_REGS>();
+    consumer<ptx::bf16_t, 0, XO>(p, sm, *meta, blockIdx.x * 64, blockIdx.y);
+  } else {  // WG1 keeps the 168 registers it starts with
+    consumer<ptx::bf16_t, 1, XO>(p, sm, *meta, blockIdx.x * 64, blockIdx.y);
   }
   ptx::pdl_launch_dependents();
+  // No CTA may leave while its peer can still write its buffers or arrive on its barriers.
+  if constexpr (XO) ptx::cluster_sync();
+}
+
+}  // namespace
+
+// Grid (ceil(h_q / 64), s_q, num_sm_parts), 384 threads.
+extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_sparse_decode_bf16_sm90(const __grid_constant__ mla::SparseParams p) {
+  sparse_decode<false>(p);
+}
+// Crossover (h_q = 128 only): launch with a (2, 1, 1) cluster over the two head tiles.
+extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_sparse_decode_crossover_bf16_sm90(const __grid_constant__ mla::SparseParams p) {
+  sparse_decode<true>(p);
 }
 extern "C" __device__ const int mla_sparse_decode_smem_bytes = SMEM_BYTES;

@@ -19,6 +19,7 @@ export interface DecodeKernels {
   seesawFastFp16: Kernel;
   seesawSmemBytes: number;
   sparseBf16: Kernel;
+  sparseCrossoverBf16: Kernel;
   sparseSmemBytes: number;
   combineBf16: Kernel;
   combineFp16: Kernel;
@@ -78,6 +79,7 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
     seesawFastFp16: seesaw.getFunction("mla_dense_seesaw_fast_fp16_sm90"),
     seesawSmemBytes,
     sparseBf16: sparse.getFunction("mla_sparse_decode_bf16_sm90"),
+    sparseCrossoverBf16: sparse.getFunction("mla_sparse_decode_crossover_bf16_sm90"),
     sparseSmemBytes,
     combineBf16: combine.getFunction("mla_combine_bf16"),
     combineFp16: combine.getFunction("mla_combine_fp16"),
@@ -88,6 +90,7 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
   k.denseFp16.maxDynamicSharedMemory = denseSmemBytes;
   k.seesawBf16.maxDynamicSharedMemory = seesawSmemBytes;
   k.sparseBf16.maxDynamicSharedMemory = sparseSmemBytes;
+  k.sparseCrossoverBf16.maxDynamicSharedMemory = sparseSmemBytes;
   k.seesawFp16.maxDynamicSharedMemory = seesawSmemBytes;
   k.seesawFastBf16.maxDynamicSharedMemory = seesawSmemBytes;
   k.seesawFastFp16.maxDynamicSharedMemory = seesawSmemBytes;

@@ -1,3 +1,4 @@
+import { ArgumentError } from "../errors/ArgumentError.js";
 import { Device } from "../runtime/Device.js";
 import { Tensor } from "../runtime/Tensor.js";
 import { decodeKernels } from "./decodeKernels.js";
@@ -6,7 +7,16 @@ import { CombineParamsStruct, SchedParamsStruct, SparseParamsStruct } from "./pa
 import { numSmPartsSparse, numSplitSlots, SCHED_META_INTS } from "./schedule.js";
 import { validateSparseArgs } from "./sparseArgs.js";
 
-const FN = "flashMlaWithKvcache";
+const FN = "sparseDecodeGpu";
+
+export interface SparseDecodeOptions {
+  /**
+   * h_q = 128 only: run the two 64-head CTAs of a query token as a cluster in which each dequantizes
+   * half of every block and sends it to the other with st.async (the seed's "crossover").
+   * @default false
+   */
+  crossover?: boolean;
+}
 const D_V = 512;
 
 /**
@@ -18,8 +28,11 @@ const D_V = 512;
  * not route to it; test/gpu/mla/sparseDecode.test.ts checks it against mlaDecodeReference, and only once
  * that passes on the H200 should flashMlaWithKvcache call it for `indices`.
  */
-export function sparseDecodeGpu(args: FlashMlaWithKvcacheArgs): FlashMlaResult {
+export function sparseDecodeGpu(args: FlashMlaWithKvcacheArgs, opts: SparseDecodeOptions = {}): FlashMlaResult {
   const shape = validateSparseArgs(args);
+  if (opts.crossover && shape.num_head_tiles !== 2) {
+    throw new ArgumentError(FN, "crossover", "h_q = 128 (a cluster of the two 64-head CTAs of a query token)", `h_q = ${shape.h_q}`);
+  }
   const { q, kCache, stream } = args;
   const indices = args.indices!;
   const meta = args.schedMeta;
@@ -92,8 +105,15 @@ export function sparseDecodeGpu(args: FlashMlaWithKvcacheArgs): FlashMlaResult {
     scale_log2: shape.softmax_scale * Math.LOG2E,
     pad0: 0,
   });
-  k.sparseBf16.launch(
-    { grid: [shape.num_head_tiles, shape.s_q, meta.numSmParts], block: 384, sharedMemBytes: k.sparseSmemBytes, stream },
+  const main = opts.crossover ? k.sparseCrossoverBf16 : k.sparseBf16;
+  main.launch(
+    {
+      grid: [shape.num_head_tiles, shape.s_q, meta.numSmParts],
+      block: 384,
+      sharedMemBytes: k.sparseSmemBytes,
+      stream,
+      ...(opts.crossover ? { cluster: [2, 1, 1] as [number, number, number] } : {}),
+    },
     [{ kind: "bytes", value: params }],
   );
   const combine = CombineParamsStruct.pack({

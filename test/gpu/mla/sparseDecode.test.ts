@@ -14,7 +14,7 @@ import { makeSparseCase, type SparseCaseOptions } from "../../helpers/makeDecode
  * Runs the sparse kernel on a host-made case and compares with the float64 CPU reference: every element
  * when the case is small, else `sampleRows` seeded rows (the reference costs O(rows · topk · 576)).
  */
-function check(opts: SparseCaseOptions, sampleRows = 0): void {
+function check(opts: SparseCaseOptions, sampleRows = 0, crossover = false): void {
   const c = makeSparseCase(opts);
   const dev = {
     q: Tensor.toDevice(c.q),
@@ -26,7 +26,7 @@ function check(opts: SparseCaseOptions, sampleRows = 0): void {
   const meta = getMlaMetadata();
   const label = JSON.stringify(opts);
   try {
-    const { out, lse } = sparseDecodeGpu({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale, schedMeta: meta });
+    const { out, lse } = sparseDecodeGpu({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale, schedMeta: meta }, { crossover });
     const got = bf16ArrayToF32(out.toHost().host as Uint16Array);
     const gotLse = lse.toHost().host as Float32Array;
     out.dispose();
@@ -74,6 +74,15 @@ describeGpu("sparseDecodeGpu() (sparse FP8 decode, first kernel) on the GPU", ()
 
   test("splits a long top-k list over many parts (b = 1) and merges it in the combine", () => {
     check({ seed: 600, b: 1, s_q: 2, h_q: 128, s_k: 40000, topk: 16384, pageBlockSize: 64, sink: true }, 16);
+  });
+
+  test("crossover (h_q = 128, clusters of two CTAs sharing the dequantization) matches the CPU reference", () => {
+    let n = 0;
+    for (const [s_k, topk, pageBlockSize] of [[512, 64, 2], [1024, 576, 61], [2046, 2048, 64]] as const) for (const s_q of [1, 3]) {
+      check({ seed: 800 + n, b: 4, s_q, h_q: 128, s_k, topk, pageBlockSize, varlen: true, sink: true, invalidFraction: 0.1, topkLength: n % 2 === 0 }, topk > 576 ? 24 : 0, true);
+      n++;
+    }
+    check({ seed: 850, b: 1, s_q: 2, h_q: 128, s_k: 40000, topk: 16384, pageBlockSize: 64 }, 16, true);
   });
 
   test("gives bit-identical outputs from run to run", () => {
