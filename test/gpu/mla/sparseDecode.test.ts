@@ -85,6 +85,22 @@ describeGpu("sparseDecodeGpu() (sparse FP8 decode, first kernel) on the GPU", ()
     check({ seed: 850, b: 1, s_q: 2, h_q: 128, s_k: 40000, topk: 16384, pageBlockSize: 64 }, 16, true);
   });
 
+  test("crossover gives bit-identical outputs to the build without it (dequantization is deterministic)", () => {
+    const c = makeSparseCase({ seed: 900, b: 5, s_q: 2, h_q: 128, s_k: 3000, topk: 640, pageBlockSize: 64, sink: true, invalidFraction: 0.05 });
+    const dev = { q: Tensor.toDevice(c.q), kCache: Tensor.toDevice(c.kCache), indices: Tensor.toDevice(c.indices), attnSink: Tensor.toDevice(c.attnSink!) };
+    const metas = [getMlaMetadata(), getMlaMetadata()];
+    try {
+      const plain = sparseDecodeGpu({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale, schedMeta: metas[0] });
+      const xo = sparseDecodeGpu({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale, schedMeta: metas[1] }, { crossover: true });
+      assert.deepEqual(xo.out.toHost().host, plain.out.toHost().host, "out differs");
+      assert.deepEqual(xo.lse.toHost().host, plain.lse.toHost().host, "lse differs");
+      for (const r of [plain, xo]) { r.out.dispose(); r.lse.dispose(); }
+    } finally {
+      for (const m of metas) m.dispose();
+      for (const t of Object.values(dev)) t.dispose();
+    }
+  });
+
   test("gives bit-identical outputs from run to run", () => {
     const c = makeSparseCase({ seed: 700, b: 6, s_q: 2, h_q: 128, s_k: 5000, topk: 2048, pageBlockSize: 64, sink: true });
     const dev = { q: Tensor.toDevice(c.q), kCache: Tensor.toDevice(c.kCache), indices: Tensor.toDevice(c.indices), attnSink: Tensor.toDevice(c.attnSink!) };
