@@ -31,7 +31,8 @@ __device__ __forceinline__ void combine(const mla::CombineParams& p) {
   if (m == -INFINITY) m = 0.0f;  // every split empty: the sum below is 0 and G = +inf
   float sum = 0.0f;
   for (int i = 0; i < n; ++i) sum += exp2f(lse2[i * stride] - m);
-  float G = sum > 0.0f ? __log2f(sum) + m : INFINITY;
+  // sum == 0: every split empty, G = +inf. A NaN split (NaN data) makes the sum NaN and so G, lse and out.
+  float G = sum == 0.0f ? INFINITY : __log2f(sum) + m;
 
   const int s = flat / p.heads_per_kv, head = hk * p.heads_per_kv + flat % p.heads_per_kv;
   if (tid == 0) p.lse[(static_cast<long long>(req) * p.h_q + head) * p.s_q + s] = G * LN2;

@@ -42,7 +42,9 @@ __device__ __forceinline__ void store_out(const DenseParams& p, float (&o)[128],
     if (flat >= p.rows_per_kv) continue;
     const int s = flat / p.heads_per_kv, head = hk * p.heads_per_kv + flat % p.heads_per_kv;
     const float L = l[half];
-    const bool empty = !(L > 0.0f);  // L == 0 (no visible key) or NaN
+    // Only L == 0 means "no visible key"; a NaN L (NaN in q or in a visible token) stays NaN in out and
+    // lse, as in the CPU reference, instead of passing for an empty row.
+    const bool empty = L == 0.0f;
     const float inv = empty ? 0.0f : 1.0f / L;
     if (!is_split) {
       uint16_t* out = static_cast<uint16_t*>(p.out) + ((static_cast<long long>(req) * p.s_q + s) * p.h_q + head) * D_V;

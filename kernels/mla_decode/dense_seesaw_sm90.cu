@@ -202,7 +202,7 @@ __device__ __forceinline__ void store_out(const DenseParams& p, float (&o)[128],
     const int flat = m_block * BLOCK_M + 16 * warp_in_wg + lane / 4 + 8 * half;
     if (flat >= p.rows_per_kv) continue;
     const int s = flat / p.heads_per_kv, head = hk * p.heads_per_kv + flat % p.heads_per_kv;
-    const bool empty = !(L[half] > 0.0f);
+    const bool empty = L[half] == 0.0f;  // a NaN L propagates (see dense_decode_sm90.cu)
     const float inv = empty ? 0.0f : 1.0f / L[half];
     if (!is_split) {
       uint16_t* out = static_cast<uint16_t*>(p.out) + ((static_cast<long long>(req) * p.s_q + s) * p.h_q + head) * D_V;

@@ -209,7 +209,7 @@ __device__ __forceinline__ void store_rows(const SparseParams& p, float (&o)[128
   for (int half = 0; half < 2; ++half) {
     const int head = h0 + 16 * warp_in_wg + lane / 4 + 8 * half;
     if (head >= p.h_q) continue;
-    const bool empty = !(L[half] > 0.0f);
+    const bool empty = L[half] == 0.0f;  // a NaN L propagates (see dense_decode_sm90.cu)
     if (!is_split) {
       float denom = L[half];
       if (p.attn_sink != nullptr) denom += exp2f(p.attn_sink[head] * LOG2E - M[half]);
