@@ -1,4 +1,4 @@
-import { D_QK, FP8_TOKEN_BYTES, quantizeKvCacheV32 } from "../../src/numeric/kvCacheFp8.js";
+import { D_QK } from "../../src/numeric/kvCacheFp8.js";
 import { Rng, randomBf16, randomFp16 } from "../../src/numeric/random.js";
 import { Tensor } from "../../src/runtime/Tensor.js";
 
@@ -121,127 +121,12 @@ function drawSeqlens(rng: Rng, b: number, s_q: number, spec: DenseCaseOptions["s
   });
 }
 
-/** Options of {@link makeSparseCase}. */
-export interface SparseCaseOptions {
-  seed: number;
-  b: number;
-  s_q: number;
-  h_q: number;
-  /** Tokens cached per request (each request's length; see `varlen`). */
-  s_k: number;
-  topk: number;
-  pageBlockSize: number;
-  /** Give a topkLength [b] drawn from U[0, topk]. @default false */
-  topkLength?: boolean;
-  /** Give an attnSink [h_q]: about 31% +inf, 31% −inf, the rest N(0,1). @default false */
-  sink?: boolean;
-  /** Probability that a filled index entry is replaced by −1. @default 0 */
-  invalidFraction?: number;
-  /** Probability that a filled index entry (after the first) repeats an earlier one of its row. @default 0 */
-  repeat?: number;
-  /** Request lengths round(max(N(s_k, s_k/2), 1)) instead of all s_k. @default false */
-  varlen?: boolean;
-  /** Extra (poisoned) token rows after each block, so the block stride exceeds pageBlockSize·656. @default 0 */
-  blockPadTokens?: number;
-}
-
-/** A sparse (FP8 KV cache) decode case on the host. */
-export interface SparseCase {
-  /** [b, s_q, h_q, 576] bf16 */
-  q: Tensor;
-  /** [num_blocks, pageBlockSize, 1, 656] u8 (block stride (pageBlockSize + blockPadTokens)·656); unreferenced tokens are all 0xff (NaN). */
-  kCache: Tensor;
-  /** [b, s_q, topk] i32 physical token ids (block·pageBlockSize + offset), −1 = invalid */
-  indices: Tensor;
-  /** [b] i32, when asked for */
-  topkLength?: Tensor;
-  /** [h_q] f32, when asked for */
-  attnSink?: Tensor;
-  /** 576^-0.55, as FlashMLA's sparse tests use */
-  softmaxScale: number;
-  isFp8Kvcache: true;
-  headDimV: 512;
-  /** Tokens cached per request. */
-  seqlens: number[];
-}
-
 /**
- * A seeded sparse decode case following FlashMLA's sparse test data (FLASHMLA.md §4): q from N(0,1)
- * and KV from N(0,1)/10, both clamped to [-1,1], KV quantized to the V32 FP8 layout; each request's
- * tokens sit in randomly permuted physical blocks; each index row holds distinct random positions
- * below the request's length (as physical ids), padded with −1. Every token that no in-range index
- * entry points at is filled with 0xff bytes (NaN scale, NaN RoPE), so reading it shows.
+ * The sparse generator lives in src/bench (flashmla check and bench share its layout and index draws);
+ * these names keep the tests' imports. Same seed, same case as before the move.
  */
-export function makeSparseCase(opts: SparseCaseOptions): SparseCase {
-  const { seed, b, s_q, h_q, s_k, topk, pageBlockSize: page_block_size } = opts;
-  const { invalidFraction = 0, repeat = 0, varlen = false, blockPadTokens = 0 } = opts;
-  const rng = new Rng(seed);
-  const seqlens = Array.from({ length: b }, () => (varlen ? Math.round(Math.max(s_k + (s_k / 2) * rng.normal(), 1)) : s_k));
-
-  // One spare block that nothing references, so an all-poison block always exists.
-  const blocksOf = seqlens.map((len) => Math.ceil(len / page_block_size));
-  const num_blocks = blocksOf.reduce((a, n) => a + n, 0) + 1;
-  const physical = rng.permutation(num_blocks);
-  const firstBlock: number[] = [];
-  let next = 0;
-  for (let i = 0; i < b; i++) {
-    firstBlock.push(next);
-    next += blocksOf[i];
-  }
-  const physicalId = (i: number, pos: number) => physical[firstBlock[i] + Math.floor(pos / page_block_size)] * page_block_size + (pos % page_block_size);
-
-  const q = randomBf16(rng, b * s_q * h_q * D_QK, { std: 1, clamp: 1 }); // [b, s_q, h_q, 576]
-  const kv = randomBf16(rng, num_blocks * page_block_size * D_QK, { std: 0.1, clamp: 1 }); // [num_tokens, 576]
-
-  const topk_length = opts.topkLength ? Int32Array.from({ length: b }, () => rng.int(0, topk + 1)) : undefined;
-  const indices = new Int32Array(b * s_q * topk).fill(-1); // [b, s_q, topk]
-  const referenced = new Uint8Array(num_blocks * page_block_size);
-  for (let i = 0; i < b; i++) {
-    const limit = topk_length?.[i] ?? topk;
-    for (let j = 0; j < s_q; j++) {
-      const row = (i * s_q + j) * topk;
-      const positions = rng.permutation(seqlens[i]);
-      const filled = Math.min(topk, seqlens[i]);
-      for (let k = 0; k < filled; k++) indices[row + k] = physicalId(i, positions[k]);
-      for (let k = 0; k < filled; k++) {
-        if (k > 0 && rng.uniform() < repeat) indices[row + k] = indices[row + rng.int(0, k)];
-        if (rng.uniform() < invalidFraction) indices[row + k] = -1;
-      }
-      for (let k = 0; k < limit; k++) if (indices[row + k] >= 0) referenced[indices[row + k]] = 1;
-    }
-  }
-
-  const quantized = quantizeKvCacheV32(kv); // [num_tokens, 656]
-  const rowsPerBlock = page_block_size + blockPadTokens;
-  const k_cache = new Uint8Array(num_blocks * rowsPerBlock * FP8_TOKEN_BYTES).fill(0xff);
-  for (let id = 0; id < num_blocks * page_block_size; id++) {
-    if (!referenced[id]) continue;
-    const dst = (Math.floor(id / page_block_size) * rowsPerBlock + (id % page_block_size)) * FP8_TOKEN_BYTES;
-    k_cache.set(quantized.subarray(id * FP8_TOKEN_BYTES, (id + 1) * FP8_TOKEN_BYTES), dst);
-  }
-  const kCache = Tensor.fromHost(k_cache, [num_blocks, rowsPerBlock, 1, FP8_TOKEN_BYTES], "u8").view(
-    [num_blocks, page_block_size, 1, FP8_TOKEN_BYTES],
-    [rowsPerBlock * FP8_TOKEN_BYTES, FP8_TOKEN_BYTES, FP8_TOKEN_BYTES, 1],
-  );
-
-  let attnSink: Tensor | undefined;
-  if (opts.sink) {
-    const sink = Float32Array.from({ length: h_q }, () => {
-      const u = rng.uniform();
-      return u < 0.31 ? Infinity : u < 0.62 ? -Infinity : rng.normal();
-    });
-    attnSink = Tensor.fromHost(sink, [h_q], "f32");
-  }
-
-  return {
-    q: Tensor.fromHost(q, [b, s_q, h_q, D_QK], "bf16"),
-    kCache,
-    indices: Tensor.fromHost(indices, [b, s_q, topk], "i32"),
-    ...(topk_length ? { topkLength: Tensor.fromHost(topk_length, [b], "i32") } : {}),
-    ...(attnSink ? { attnSink } : {}),
-    softmaxScale: D_QK ** -0.55,
-    isFp8Kvcache: true,
-    headDimV: 512,
-    seqlens,
-  };
-}
+export {
+  makeHostSparseCase as makeSparseCase,
+  type HostSparseCaseOptions as SparseCaseOptions,
+  type HostSparseCase as SparseCase,
+} from "../../src/bench/makeHostSparseCase.js";
