@@ -158,6 +158,26 @@ struct RefParams {
   float softmax_scale;
 };
 
+// Simple fp32 GPU reference of sparse FP8 decode (one CTA per output row), for checking large shapes.
+struct SparseRefParams {
+  const uint16_t* q;           // [b, s_q, h_q, 576] bf16, contiguous
+  const uint8_t* kv;           // V32 FP8 cache, token id at kv + (id / page_block_size) * kv_block_stride + (id % page_block_size) * 656
+  const int* indices;          // [b, s_q, topk] contiguous
+  const int* topk_length;      // [b] or null
+  const float* attn_sink;      // [h_q] or null
+  float* out;                  // [b, s_q, h_q, 512] fp32
+  float* lse;                  // [b, h_q, s_q]
+  long long kv_block_stride;   // bytes
+  int b;
+  int s_q;
+  int h_q;
+  int topk;
+  int page_block_size;
+  int num_slots;
+  float softmax_scale;
+  int pad0;
+};
+
 }  // namespace mla
 
 // Layout tables read by the host at module load: {sizeof, offsetof(field)...} in declaration order.
@@ -174,6 +194,9 @@ struct RefParams {
   M(T, sched_meta) M(T, num_splits) M(T, q_batch_stride) M(T, q_token_stride) M(T, q_head_stride)               \
   M(T, indices_batch_stride) M(T, indices_token_stride) M(T, kv_block_stride) M(T, b) M(T, s_q) M(T, h_q)       \
   M(T, topk) M(T, page_block_size) M(T, num_slots) M(T, num_sm_parts) M(T, softmax_scale) M(T, scale_log2)
+#define MLA_OFFSETS_SPARSE_REF(T, M)                                                                       \
+  M(T, q) M(T, kv) M(T, indices) M(T, topk_length) M(T, attn_sink) M(T, out) M(T, lse) M(T, kv_block_stride)      \
+  M(T, b) M(T, s_q) M(T, h_q) M(T, topk) M(T, page_block_size) M(T, num_slots) M(T, softmax_scale)
 #define MLA_OFFSETS_SCHED(T, M) M(T, cache_seqlens) M(T, sched_meta) M(T, num_splits) M(T, b) M(T, num_sm_parts) M(T, max_len)
 #define MLA_OFFSETS_FP8W(T, M)                                                                            \
   M(T, kv) M(T, slot_mapping) M(T, cache) M(T, kv_stride) M(T, cache_block_stride) M(T, num_tokens) M(T, page_block_size) M(T, num_slots)

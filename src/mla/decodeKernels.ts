@@ -5,7 +5,7 @@ import { hopperSupport } from "../runtime/hopperSupport.js";
 import type { Kernel } from "../runtime/Kernel.js";
 import { Module } from "../runtime/Module.js";
 import type { CStruct } from "./CStruct.js";
-import { CombineParamsStruct, DenseParamsStruct, SparseParamsStruct, Fp8KvWriteParamsStruct, RefParamsStruct, SchedParamsStruct } from "./params.js";
+import { CombineParamsStruct, DenseParamsStruct, SparseParamsStruct, Fp8KvWriteParamsStruct, RefParamsStruct, SchedParamsStruct, SparseRefParamsStruct } from "./params.js";
 
 /** The loaded kernels of one device, each checked against its params mirror. */
 export interface DecodeKernels {
@@ -25,6 +25,7 @@ export interface DecodeKernels {
   combineFp16: Kernel;
   fp8KvWrite: Kernel;
   referenceFp32: Kernel;
+  sparseReferenceFp32: Kernel;
 }
 
 const cache = new Map<number, DecodeKernels>();
@@ -64,6 +65,7 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
   checked(fp8, "fp8_kv_write_params_layout", Fp8KvWriteParamsStruct, deviceOrdinal);
   const ref = Module.load("reference_fp32", { deviceOrdinal });
   checked(ref, "ref_params_layout", RefParamsStruct, deviceOrdinal);
+  checked(ref, "sparse_ref_params_layout", SparseRefParamsStruct, deviceOrdinal);
 
   const denseSmemBytes = readInt32Global(dense, "mla_dense_decode_smem_bytes", deviceOrdinal)[0];
   const seesawSmemBytes = readInt32Global(seesaw, "mla_dense_seesaw_smem_bytes", deviceOrdinal)[0];
@@ -85,6 +87,7 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
     combineFp16: combine.getFunction("mla_combine_fp16"),
     fp8KvWrite: fp8.getFunction("fp8_kv_write_v32"),
     referenceFp32: ref.getFunction("mla_dense_reference_fp32"),
+    sparseReferenceFp32: ref.getFunction("mla_sparse_reference_fp32"),
   };
   k.denseBf16.maxDynamicSharedMemory = denseSmemBytes;
   k.denseFp16.maxDynamicSharedMemory = denseSmemBytes;

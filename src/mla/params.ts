@@ -121,3 +121,22 @@ export const RefParamsStruct = new CStruct("RefParams", [
   ["is_fp16", "i32"],
   ["softmax_scale", "f32"],
 ] as const);
+
+export const SparseRefParamsStruct = new CStruct("SparseRefParams", [
+  ["q", "ptr"],
+  ["kv", "ptr"],
+  ["indices", "ptr"],
+  ["topk_length", "ptr"],
+  ["attn_sink", "ptr"],
+  ["out", "ptr"],
+  ["lse", "ptr"],
+  ["kv_block_stride", "i64"],
+  ["b", "i32"],
+  ["s_q", "i32"],
+  ["h_q", "i32"],
+  ["topk", "i32"],
+  ["page_block_size", "i32"],
+  ["num_slots", "i32"],
+  ["softmax_scale", "f32"],
+  ["pad0", "i32"],
+] as const);

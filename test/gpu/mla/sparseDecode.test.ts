@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
 import { mlaDecodeReference } from "../../../src/mla/mlaDecodeReference.js";
 import { sparseDecodeGpu } from "../../../src/mla/sparseDecodeGpu.js";
+import { mlaSparseReferenceGpu } from "../../../src/mla/mlaSparseReferenceGpu.js";
 import { bf16ArrayToF32 } from "../../../src/numeric/bf16.js";
 import { assertClose, SPARSE_LSE_TOL, SPARSE_OUT_TOL } from "../../../src/numeric/compare.js";
 import { Rng } from "../../../src/numeric/random.js";
@@ -97,6 +98,41 @@ describeGpu("sparseDecodeGpu() (sparse FP8 decode, first kernel) on the GPU", ()
       for (const r of [plain, xo]) { r.out.dispose(); r.lse.dispose(); }
     } finally {
       for (const m of metas) m.dispose();
+      for (const t of Object.values(dev)) t.dispose();
+    }
+  });
+
+  test("the fp32 GPU sparse reference agrees with the float64 CPU reference, and the kernel agrees with it on every element of a large case", () => {
+    for (const [i, opts] of ([
+      { seed: 950, b: 3, s_q: 2, h_q: 16, s_k: 500, topk: 100, pageBlockSize: 61, sink: true, invalidFraction: 0.2, topkLength: true },
+      { seed: 951, b: 2, s_q: 1, h_q: 128, s_k: 2000, topk: 640, pageBlockSize: 64, repeat: 0.3 },
+    ] as SparseCaseOptions[]).entries()) {
+      const c = makeSparseCase(opts);
+      const dev = { q: Tensor.toDevice(c.q), kCache: Tensor.toDevice(c.kCache), indices: Tensor.toDevice(c.indices), topkLength: c.topkLength && Tensor.toDevice(c.topkLength), attnSink: c.attnSink && Tensor.toDevice(c.attnSink) };
+      const ref = mlaSparseReferenceGpu({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale });
+      try {
+        const cpu = mlaDecodeReference({ ...c });
+        assertClose(ref.out.toHost().host as Float32Array, cpu.outF32, { abs: 1e-5, rel: 1e-4, cos: 1e-9 }, { name: `fp32 sparse reference out (case ${i})` });
+        assertClose(ref.lse.toHost().host as Float32Array, cpu.lse.host as Float32Array, { abs: 1e-5, rel: 1e-6 }, { name: `fp32 sparse reference lse (case ${i})` });
+      } finally {
+        ref.out.dispose(); ref.lse.dispose();
+        for (const t of Object.values(dev)) t?.dispose();
+      }
+    }
+    // A large case: every element of the kernel's output against the fp32 GPU reference.
+    const c = makeSparseCase({ seed: 960, b: 16, s_q: 2, h_q: 128, s_k: 8192, topk: 2048, pageBlockSize: 64, sink: true, invalidFraction: 0.02 });
+    const dev = { q: Tensor.toDevice(c.q), kCache: Tensor.toDevice(c.kCache), indices: Tensor.toDevice(c.indices), attnSink: Tensor.toDevice(c.attnSink!) };
+    try {
+      const ref = mlaSparseReferenceGpu({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale });
+      for (const crossover of [false, true]) {
+        const m2 = getMlaMetadata();
+        const got = sparseDecodeGpu({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale, schedMeta: m2 }, { crossover });
+        assertClose(bf16ArrayToF32(got.out.toHost().host as Uint16Array), ref.out.toHost().host as Float32Array, SPARSE_OUT_TOL, { shape: [16, 2, 128, 512], name: `out vs fp32 GPU reference (crossover ${crossover})`, roundReferenceTo: "bf16" });
+        assertClose(got.lse.toHost().host as Float32Array, ref.lse.toHost().host as Float32Array, { abs: 1e-5, rel: 8.01 / 65536 }, { name: `lse vs fp32 GPU reference (crossover ${crossover})` });
+        got.out.dispose(); got.lse.dispose(); m2.dispose();
+      }
+      ref.out.dispose(); ref.lse.dispose();
+    } finally {
       for (const t of Object.values(dev)) t.dispose();
     }
   });
