@@ -1,17 +1,28 @@
 import { flashMlaWithKvcache, type FlashMlaResult, type FlashMlaWithKvcacheArgs } from "../mla/flashMlaWithKvcache.js";
+import { sparseDecodeGpu } from "../mla/sparseDecodeGpu.js";
+
+/** Which decode a case or an implementation does: dense (paged bf16/fp16 cache) or sparse (FP8 cache, indices). */
+export type DecodeKind = "dense" | "sparse";
 
 /** One implementation the benchmark and `flashmla check` can run; all share flashMlaWithKvcache's signature. */
 export interface BenchKernel {
   name: string;
   description: string;
-  /** Which decode the implementation does: dense (paged bf16/fp16 cache) or sparse (FP8 cache, indices). */
-  kinds: ReadonlyArray<"dense" | "sparse">;
+  kinds: readonly DecodeKind[];
+  /** The query head counts it runs, when it does not run every count its kinds allow. */
+  headCounts?: readonly number[];
+  /**
+   * Sparse kernels: whether the CTAs of a query token share each token's dequantization (the
+   * crossover rows of the seed's cycle budget).
+   */
+  crossover?: boolean;
   run(args: FlashMlaWithKvcacheArgs): FlashMlaResult;
 }
 
 /**
  * The implementations by name (`flashmla bench --kernel NAME`), so comparing two kernels is one flag.
- * A new kernel is one entry here.
+ * A new kernel is one entry here. The sparse ones call sparseDecodeGpu directly: flashMlaWithKvcache
+ * routes no sparse call until the sparse kernel has passed its GPU tests.
  */
 export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freeze({
   dense_seesaw: {
@@ -32,15 +43,44 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
     kinds: ["dense"],
     run: (args: FlashMlaWithKvcacheArgs) => flashMlaWithKvcache({ ...args, kernel: "v1" }),
   },
+  sparse_v1: {
+    name: "sparse_v1",
+    description: "sparseDecodeGpu: one producer warpgroup gathers and dequantizes the FP8 tokens for two consumer warpgroups, split-KV, then the combine with the sink",
+    kinds: ["sparse"],
+    crossover: false,
+    run: (args: FlashMlaWithKvcacheArgs) => sparseDecodeGpu(args, { crossover: false }),
+  },
+  sparse_crossover: {
+    name: "sparse_crossover",
+    description: "sparseDecodeGpu with crossover: the two 64-head CTAs of a query token form a cluster, each dequantizes half of every block and sends it to the other",
+    kinds: ["sparse"],
+    headCounts: [128],
+    crossover: true,
+    run: (args: FlashMlaWithKvcacheArgs) => sparseDecodeGpu(args, { crossover: true }),
+  },
 });
 
-/** The implementation the commands use unless told otherwise: flashMlaWithKvcache's default kernel. */
+/** The implementation the commands use for dense cases unless told otherwise: flashMlaWithKvcache's default kernel. */
 export const DEFAULT_BENCH_KERNEL = "dense_seesaw";
 
-/** Why a case of `kind` cannot be run with `kernel`, or undefined when it can. */
-export function benchKernelUnsupported(kernel: BenchKernel, kind: "dense" | "sparse"): string | undefined {
-  if (kernel.kinds.includes(kind)) return undefined;
-  const others = Object.values(BENCH_KERNELS).filter((k) => k.kinds.includes(kind)).map((k) => k.name);
-  if (others.length > 0) return `not available: kernel ${kernel.name} does not do ${kind} decode (try --kernel ${others[0]})`;
-  return kind === "sparse" ? "not available: sparse GPU kernel not built yet" : `not available: no ${kind} GPU kernel`;
+/** The implementation each kind of case gets unless `--kernel` names one. */
+export const DEFAULT_BENCH_KERNELS: Readonly<Record<DecodeKind, string>> = Object.freeze({ dense: DEFAULT_BENCH_KERNEL, sparse: "sparse_v1" });
+
+/** The default implementation for cases of `kind`. */
+export function defaultBenchKernel(kind: DecodeKind): BenchKernel {
+  return BENCH_KERNELS[DEFAULT_BENCH_KERNELS[kind]];
+}
+
+/** Why a case of this kind and head count cannot be run with `kernel` ("not available: ..."), or undefined when it can. */
+export function benchKernelUnsupported(kernel: BenchKernel, c: { kind: DecodeKind; h_q: number }): string | undefined {
+  if (!kernel.kinds.includes(c.kind)) {
+    const others = Object.values(BENCH_KERNELS).filter((k) => k.kinds.includes(c.kind)).map((k) => k.name);
+    if (others.length > 0) return `not available: kernel ${kernel.name} does not do ${c.kind} decode (try --kernel ${DEFAULT_BENCH_KERNELS[c.kind] ?? others[0]})`;
+    return `not available: no ${c.kind} GPU kernel`;
+  }
+  if (kernel.headCounts !== undefined && !kernel.headCounts.includes(c.h_q)) {
+    const why = kernel.crossover === true ? " (a cluster of the two 64-head CTAs of a query token)" : "";
+    return `not available: kernel ${kernel.name} runs h_q = ${kernel.headCounts.join(" or ")} only${why}; this case has h_q = ${c.h_q}`;
+  }
+  return undefined;
 }

@@ -29,8 +29,13 @@ export interface BenchRecordResult {
   usP90?: number;
   usMean?: number;
   samples?: number;
+  /** Sparse: Σ valid indices and the distinct tokens they read, as the figures count them. */
+  nAttended?: number;
+  nUnique?: number;
   tflops?: number;
   gbPerS?: number;
+  /** Sparse: the FP8 cache bytes alone (N_unique · 656) over the median time. */
+  cacheReadGbPerS?: number;
   percentOfCeiling?: number;
   sets?: number;
   setBytes?: number;
@@ -39,6 +44,7 @@ export interface BenchRecordResult {
   goal?: BenchCaseResult["goal"] | NonNullable<BenchCaseResult["figures"]>["goal"];
   anchor?: BenchCaseResult["anchor"];
   check?: BenchCaseResult["check"];
+  cycleBudget?: BenchCaseResult["cycleBudget"];
 }
 
 /** What `flashmla bench --json` writes: enough to compare two runs on two machines. */
@@ -48,6 +54,7 @@ export interface BenchRecord {
   tool: { name: string; version: string };
   commit: string;
   commitDirty?: boolean;
+  /** Every kernel the run used ("dense_seesaw + sparse_v1"); each result names its own. */
   kernel: string;
   gpu: GpuEnvironment;
   ceilings: {
@@ -118,10 +125,12 @@ function recordResult(r: BenchCaseResult): BenchRecordResult {
   };
   if (r.group !== undefined) out.group = r.group;
   if (r.reason !== undefined) out.reason = r.reason;
+  if (r.cost.nAttended !== undefined) Object.assign(out, { nAttended: r.cost.nAttended, nUnique: r.cost.nUnique });
   if (r.timeUs !== undefined) {
     Object.assign(out, { usMedian: r.timeUs.median, usMin: r.timeUs.min, usP90: r.timeUs.p90, usMean: r.timeUs.mean, samples: r.timeUs.n });
   }
   if (r.figures !== undefined) Object.assign(out, { tflops: r.figures.tflops, gbPerS: r.figures.gbPerS, percentOfCeiling: r.figures.percentOfCeiling });
+  if (r.figures?.cacheReadGbPerS !== undefined) out.cacheReadGbPerS = r.figures.cacheReadGbPerS;
   if (r.sets !== undefined) Object.assign(out, { sets: r.sets, setBytes: r.setBytes, hostOutran: r.hostOutran });
   const firstBar = r.figures?.firstBar ?? r.firstBar;
   const goal = r.figures?.goal ?? r.goal;
@@ -129,6 +138,7 @@ function recordResult(r: BenchCaseResult): BenchRecordResult {
   if (goal !== undefined) out.goal = goal;
   if (r.anchor !== undefined) out.anchor = r.anchor;
   if (r.check !== undefined) out.check = r.check;
+  if (r.cycleBudget !== undefined) out.cycleBudget = r.cycleBudget;
   return out;
 }
 

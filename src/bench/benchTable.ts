@@ -2,6 +2,7 @@ import Table from "cli-table3";
 import pc from "picocolors";
 import type { Target } from "../../bench/cases.js";
 import type { TargetVerdict } from "./benchFigures.js";
+import { cycleBudgetText } from "./benchCycleBudget.js";
 import type { BenchCaseResult } from "./runBenchCase.js";
 
 type Colors = ReturnType<typeof pc.createColors>;
@@ -18,14 +19,17 @@ const HEAD = ["case", "µs median", "µs p90", "TFLOPS", "GB/s", "% ceil", "boun
 
 /**
  * The end-of-run table of `flashmla bench`: one row per case with the median and p90 time, TFLOPS,
- * GB/s, % of the binding measured roof, the bound, FlashMLA's anchor, the first bar and goal with a
- * met/miss verdict, and the correctness check; then one note per case that is not plainly ok.
+ * GB/s (for sparse cases the FP8 cache read, N_unique · 656 B over the time), % of the binding
+ * measured roof, the bound, FlashMLA's anchor, the first bar and goal with a met/miss verdict, and
+ * the correctness check; then the seed's cycle budget of each sparse case and one note per case
+ * that is not plainly ok.
  */
 export function benchTable(results: readonly BenchCaseResult[], opts: BenchTableOptions = {}): string {
   const c = opts.colors ?? pc.createColors(false);
   // cli-table3 colours headers red by default; colour comes from picocolors only, on a TTY.
   const t = new Table({ head: HEAD.map((h) => c.bold(h)), style: { head: [], border: [], compact: true } });
   const notes: string[] = [];
+  const budgets: string[] = [];
   for (const r of results) {
     const fig = r.figures;
     const time = r.timeUs;
@@ -37,7 +41,7 @@ export function benchTable(results: readonly BenchCaseResult[], opts: BenchTable
       time === undefined ? c.dim("n/a") : num(time.median, 1),
       time === undefined ? "" : num(time.p90, 1),
       fig === undefined ? "" : num(fig.tflops, 1),
-      fig === undefined ? "" : num(fig.gbPerS, 0),
+      fig === undefined ? "" : num(fig.cacheReadGbPerS ?? fig.gbPerS, 0),
       fig === undefined ? "" : num(fig.percentOfCeiling, 1),
       bound === "compute" ? c.yellow("compute") : c.cyan("memory"),
       anchorText(r),
@@ -45,10 +49,15 @@ export function benchTable(results: readonly BenchCaseResult[], opts: BenchTable
       targetCell(fig?.goal ?? r.goal, c),
       check,
     ]);
+    if (r.cycleBudget !== undefined) budgets.push(`${r.case} (${r.kernel}): ${cycleBudgetText(r.cycleBudget)}`);
     if (r.reason !== undefined) notes.push(`${r.case}: ${r.reason}`);
   }
   const lines = [t.toString()];
   lines.push(c.dim(`% ceil: achieved TFLOPS (compute-bound) or GB/s (memory-bound) over the ${opts.ceilingLabel ?? "measured"} roof; times are the whole call (main kernel + combine).`));
+  if (results.some((r) => r.kind === "sparse" && r.figures !== undefined)) {
+    lines.push(c.dim("sparse rows: GB/s is the FP8 cache read (N_unique · 656 B over the time); TFLOPS count N = Σ valid indices (FlashMLA's formulas)."));
+  }
+  for (const b of budgets) lines.push(b);
   for (const n of notes) lines.push(c.dim(`note: ${n}`));
   return `${lines.join("\n")}\n`;
 }

@@ -7,11 +7,15 @@ import type { Device } from "../runtime/Device.js";
 import type { Stream } from "../runtime/Stream.js";
 import { Tensor } from "../runtime/Tensor.js";
 import { benchFigures, type BenchFigures } from "./benchFigures.js";
+import { benchCycleBudget, type BenchCycleBudget } from "./benchCycleBudget.js";
 import { benchKernelUnsupported, type BenchKernel } from "./benchKernels.js";
 import { benchCaseSeqlens } from "./benchCaseSeqlens.js";
 import { benchModules } from "./benchModules.js";
 import { checkDenseCase, type CompareSummary } from "./checkDenseCase.js";
+import { checkSparseCase } from "./checkSparseCase.js";
 import { makeGpuDenseCase, type GpuDenseCase } from "./makeGpuDenseCase.js";
+import { makeGpuSparseCase, type GpuSparseCase } from "./makeGpuSparseCase.js";
+import { sampleSparseRows } from "./sampleSparseRows.js";
 import { timeGpuCalls } from "./timeGpuCalls.js";
 import { timingStats, type TimingStats } from "./timingStats.js";
 
@@ -40,6 +44,8 @@ export interface BenchCaseResult {
   hostOutran?: boolean;
   figures?: BenchFigures;
   check?: { ok: boolean; rows: number; badElements: number; out: CompareSummary; lse: CompareSummary; message: string };
+  /** Sparse: the seed's per-token cycle budget for the kernel that ran, and the share of it reached. */
+  cycleBudget?: BenchCycleBudget;
   anchor?: Anchor;
   firstBar?: Target;
   goal?: Target;
@@ -54,7 +60,7 @@ export interface RunBenchCaseOptions {
   roofs: Roofs;
   /** Timed calls. @default 40 */
   iters?: number;
-  /** Seeds the lengths, the block tables and the data. @default 1 */
+  /** Seeds the lengths, the block tables, the indices and the data. @default 1 */
   seed?: number;
   onIteration?: (i: number) => void;
   onStage?: (stage: "setup" | "timing" | "check") => void;
@@ -63,13 +69,25 @@ export interface RunBenchCaseOptions {
 /** The smallest rotation BENCH.md allows, and a cap that keeps setup time sane. */
 const MIN_SETS = 4;
 const MAX_SETS = 16;
+/** The sparse cases' page size (FlashMLA's benchmark uses 64). */
+const SPARSE_BENCH_PAGE = 64;
+
+/** One input set of a case on the GPU, as the timing loop and the check see it. */
+interface InputSet {
+  inputBytes: number;
+  /** Queues one call writing into `out` and `lse`. */
+  call(out: Tensor, lse: Tensor): () => void;
+  dispose(): void;
+}
 
 /**
  * Runs one named case: builds ≥ 4 input sets on the GPU (more when one set is small, so the sets
  * together are well over twice the L2), times the kernel's whole call over them with
  * {@link timeGpuCalls}, checks the last output of set 0 against the float64 CPU reference on
- * sampled rows, and turns the median into figures. Never throws: failures become the result's
- * status and reason.
+ * sampled rows, and turns the median into figures. Dense sets come from makeGpuDenseCase; sparse
+ * sets from makeGpuSparseCase (FlashMLA's benchmark data: distinct random indices, attn_sink on,
+ * softmax scale 576^-0.55), figured with the N_unique of the sets actually drawn and the seed's
+ * cycle budget. Never throws: failures become the result's status and reason.
  */
 export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCaseResult {
   const seed = opts.seed ?? 1;
@@ -84,7 +102,7 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
     ...(c.firstBar !== undefined ? { firstBar: c.firstBar } : {}),
     ...(c.goal !== undefined ? { goal: c.goal } : {}),
   };
-  const unsupported = benchKernelUnsupported(opts.kernel, c.kind);
+  const unsupported = benchKernelUnsupported(opts.kernel, c);
   const seqlens = benchCaseSeqlens(c, seed);
   const mean = seqlens.reduce((a, n) => a + n, 0) / seqlens.length;
   const shape = {
@@ -92,51 +110,94 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
     ...(c.topk !== undefined ? { topk: c.topk } : {}),
     seqlens: { min: Math.min(...seqlens), mean, max: Math.max(...seqlens) },
   };
-  // FlashMLA counts with the mean of the lengths actually drawn.
-  const model: MlaShape = c.kind === "dense" ? { kind: "dense", b: c.b, h_q: c.h_q, h_kv: c.h_kv, s_q: c.s_q, s_k: mean } : benchCaseShape(c);
-  const cost = mlaCost(model);
-  if (unsupported !== undefined) return { ...base, status: "not-available", reason: unsupported, shape, model, cost };
+  // FlashMLA counts with the mean of the lengths actually drawn; sparse cases count the distinct
+  // tokens of the indices actually drawn once the sets exist (until then, the expected count).
+  let model: MlaShape = c.kind === "dense" ? { kind: "dense", b: c.b, h_q: c.h_q, h_kv: c.h_kv, s_q: c.s_q, s_k: mean } : benchCaseShape(c);
+  let cost = mlaCost(model);
+  const budget = (measuredTflops?: number) =>
+    c.kind === "sparse" ? { cycleBudget: benchCycleBudget(c.h_q, { crossover: opts.kernel.crossover === true, peakTflops: opts.roofs.tflops, measuredTflops }) } : {};
+  if (unsupported !== undefined) return { ...base, status: "not-available", reason: unsupported, shape, model, cost, ...budget() };
 
   const { device, stream } = opts;
-  const cases: GpuDenseCase[] = [];
+  const sets: InputSet[] = [];
   const outputs: Tensor[] = [];
   const meta = getMlaMetadata();
+  const denseSets: GpuDenseCase[] = [];
+  const sparseSets: GpuSparseCase[] = [];
   try {
     opts.onStage?.("setup");
-    const spec = { b: c.b, s_q: c.s_q, h_q: c.h_q, h_kv: c.h_kv, seqlens, causal: c.causal, dtype: "bf16" as const };
-    const first = makeGpuDenseCase(spec, { seed: seed * 1000 + 1, stream });
-    cases.push(first);
-    const setBytes = first.inputBytes;
-    let sets = Math.min(MAX_SETS, Math.max(MIN_SETS, 1 + Math.ceil((2 * device.l2CacheBytes) / setBytes)));
+    const makeSet = (s: number): InputSet => {
+      const setSeed = seed * 1000 + 1 + s;
+      if (c.kind === "dense") {
+        const gc = makeGpuDenseCase({ b: c.b, s_q: c.s_q, h_q: c.h_q, h_kv: c.h_kv, seqlens, causal: c.causal, dtype: "bf16" }, { seed: setSeed, stream });
+        denseSets.push(gc);
+        return {
+          inputBytes: gc.inputBytes,
+          dispose: () => gc.dispose(),
+          call: (out, lse) => () =>
+            void opts.kernel.run({
+              q: gc.q, kCache: gc.kCache, blockTable: gc.blockTable, cacheSeqlens: gc.cacheSeqlens, headDimV: 512,
+              schedMeta: meta, softmaxScale: gc.softmaxScale, causal: gc.causal, stream, out, lse,
+            }),
+        };
+      }
+      const gc = makeGpuSparseCase(
+        { b: c.b, s_q: c.s_q, h_q: c.h_q, topk: c.topk ?? 0, seqlens, pageBlockSize: SPARSE_BENCH_PAGE, withSink: true, withTopkLength: false },
+        { seed: setSeed, stream },
+      );
+      sparseSets.push(gc);
+      return {
+        inputBytes: gc.inputBytes,
+        dispose: () => gc.dispose(),
+        call: (out, lse) => () =>
+          void opts.kernel.run({
+            q: gc.q, kCache: gc.kCache, indices: gc.indices, attnSink: gc.attnSink, isFp8Kvcache: true, headDimV: 512,
+            schedMeta: meta, softmaxScale: gc.softmaxScale, stream, out, lse,
+          }),
+      };
+    };
+    sets.push(makeSet(0));
+    const setBytes = sets[0].inputBytes;
+    let count = Math.min(MAX_SETS, Math.max(MIN_SETS, 1 + Math.ceil((2 * device.l2CacheBytes) / setBytes)));
     // Leave room for the workspace and the outputs; fewer sets than 4 only when memory forces it.
-    sets = Math.max(1, Math.min(sets, Math.floor((0.6 * device.memInfo().free) / setBytes) + 1));
-    for (let s = 1; s < sets; s++) cases.push(makeGpuDenseCase(spec, { seed: seed * 1000 + 1 + s, stream }));
+    count = Math.max(1, Math.min(count, Math.floor((0.6 * device.memInfo().free) / setBytes) + 1));
+    for (let s = 1; s < count; s++) sets.push(makeSet(s));
+    if (c.kind === "sparse") {
+      const avg = (f: (g: GpuSparseCase) => number) => sparseSets.reduce((a, g) => a + f(g), 0) / sparseSets.length;
+      model = { kind: "sparse", b: c.b, h_q: c.h_q, s_q: c.s_q, nAttended: avg((g) => g.nAttended), nUnique: avg((g) => g.nUnique) };
+      cost = mlaCost(model);
+    }
 
-    const calls = cases.map((gc) => {
+    const calls = sets.map((set) => {
       const out = Tensor.emptyDevice([c.b, c.s_q, c.h_q, 512], "bf16", device.ordinal);
       const lse = Tensor.emptyDevice([c.b, c.h_q, c.s_q], "f32", device.ordinal);
       outputs.push(out, lse);
       // NaN poison: an element the kernel never writes shows in the check.
       out.buffer!.memset32(0x7fc07fc0, 0, undefined, stream);
       lse.buffer!.memset32(0x7fc00000, 0, undefined, stream);
-      return () =>
-        void opts.kernel.run({
-          q: gc.q, kCache: gc.kCache, blockTable: gc.blockTable, cacheSeqlens: gc.cacheSeqlens, headDimV: 512,
-          schedMeta: meta, softmaxScale: gc.softmaxScale, causal: gc.causal, stream, out, lse,
-        });
+      return set.call(out, lse);
     });
 
     opts.onStage?.("timing");
-    const times = timeGpuCalls(calls, { stream, iters, warmup: cases.length + 2, spin: benchModules(device.ordinal).spin, onIteration: opts.onIteration });
+    const times = timeGpuCalls(calls, { stream, iters, warmup: sets.length + 2, spin: benchModules(device.ordinal).spin, onIteration: opts.onIteration });
     const timeUs = timingStats(times.samplesUs);
 
     opts.onStage?.("check");
     const rng = new Rng(seed + 7);
     const longest = seqlens.indexOf(Math.max(...seqlens));
-    const requests = [...new Set([0, c.b - 1, longest, rng.int(0, c.b)])].sort((x, y) => x - y);
-    const heads = [...new Set([0, c.h_q - 1, rng.int(0, c.h_q), rng.int(0, c.h_q)])].sort((x, y) => x - y);
-    const check = checkDenseCase(first, { out: outputs[0], lse: outputs[1] }, { stream, requests, heads });
+    const result0 = { out: outputs[0], lse: outputs[1] };
+    let check: NonNullable<BenchCaseResult["check"]>;
+    if (c.kind === "dense") {
+      const requests = [...new Set([0, c.b - 1, longest, rng.int(0, c.b)])].sort((x, y) => x - y);
+      const heads = [...new Set([0, c.h_q - 1, rng.int(0, c.h_q), rng.int(0, c.h_q)])].sort((x, y) => x - y);
+      check = checkDenseCase(denseSets[0], result0, { stream, requests, heads });
+    } else {
+      const first = sparseSets[0];
+      const rows = sampleSparseRows({ b: c.b, s_q: c.s_q, h_q: c.h_q, topk: first.topk, seed: seed + 7, attnSink: first.attnSinkHost, requests: [longest] });
+      check = checkSparseCase(first, result0, { stream, rows });
+    }
 
+    const figures = benchFigures(c, cost, timeUs.median, opts.roofs);
     const result: BenchCaseResult = {
       ...base,
       status: check.ok ? "ok" : "check-failed",
@@ -144,18 +205,19 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
       model,
       cost,
       timeUs,
-      sets: cases.length,
+      sets: sets.length,
       setBytes,
       hostOutran: times.hostOutran,
-      figures: benchFigures(c, cost, timeUs.median, opts.roofs),
+      figures,
       check: { ok: check.ok, rows: check.rows, badElements: check.badElements, out: check.out, lse: check.lse, message: check.message },
+      ...budget(figures.tflops),
     };
     if (!check.ok) result.reason = `check FAILED: ${check.message}`;
-    else if (cases.length < MIN_SETS) result.reason = `only ${cases.length} input set(s) fit in memory: the L2 may hold part of the working set`;
+    else if (sets.length < MIN_SETS) result.reason = `only ${sets.length} input set(s) fit in memory: the L2 may hold part of the working set`;
     else if (times.hostOutran) result.reason = "the host could not queue calls ahead of the GPU: times are upper bounds";
     return result;
   } catch (e) {
-    return { ...base, status: "error", reason: e instanceof Error ? e.message : String(e), shape, model, cost };
+    return { ...base, status: "error", reason: e instanceof Error ? e.message : String(e), shape, model, cost, ...budget() };
   } finally {
     try {
       stream.synchronize();
@@ -163,7 +225,7 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
       // A failed kernel leaves the context broken; freeing below reports nothing more useful.
     }
     for (const t of outputs) safely(() => t.dispose());
-    for (const gc of cases) safely(() => gc.dispose());
+    for (const set of sets) safely(() => set.dispose());
     safely(() => meta.dispose());
   }
 }

@@ -47,15 +47,32 @@ test("benchFigures() judges time targets with ≤, so 43.5 µs meets dense-b1's 
   assert.equal(benchFigures(c, cost, 43.5, ROOFS).bound, "memory");
 });
 
-test("benchFigures() gives sparse cases the FP8 cache read rate for sparse-h16's goal", () => {
+test("benchFigures() quotes sparse-h16 by its FP8 cache read against the bandwidth roof, for its goal too", () => {
   const c = caseNamed("sparse-h16");
   const cost = mlaCost(benchCaseShape(c));
   const f = benchFigures(c, cost, 100, ROOFS);
   assert.ok(cost.nUnique !== undefined);
   assert.equal(f.cacheReadGbPerS, (cost.nUnique! * 656) / 1e5);
+  assert.deepEqual(f.headline, { metric: "cacheReadGbPerS", value: f.cacheReadGbPerS });
+  assert.equal(f.percentOfCeiling, (100 * f.cacheReadGbPerS!) / 4138);
+  // FlashMLA's byte count adds q and out: a little more than the cache read.
+  assert.ok(f.gbPerS > f.cacheReadGbPerS! && f.gbPerS < 1.05 * f.cacheReadGbPerS!);
   assert.equal(f.firstBar?.met, true); // ≤ 112.5 µs
   assert.equal(f.goal?.actual, f.cacheReadGbPerS);
   assert.equal(f.goal?.met, f.cacheReadGbPerS! >= 3500);
+});
+
+test("benchFigures() quotes the compute-bound sparse cases by TFLOPS: FlashMLA's 364 µs on sparse-v32 is 401 TFLOPS", () => {
+  const c = caseNamed("sparse-v32");
+  const f = benchFigures(c, mlaCost(benchCaseShape(c)), 364, ROOFS);
+  assert.equal(f.headline.metric, "tflops");
+  // 2 · 128 heads · (128 · 2 · 2048) tokens · 1088 / 364 µs.
+  assert.equal(f.tflops.toFixed(0), "401");
+  assert.equal(f.percentOfCeiling, (100 * f.tflops) / 767);
+  assert.equal(f.firstBar?.met, true);
+  assert.equal(f.goal?.met, false);
+  assert.ok(f.cacheReadGbPerS !== undefined);
+  assert.deepEqual(benchFigures(caseNamed("dense-mem-h16"), mlaCost(benchCaseShape(caseNamed("dense-mem-h16"))), 280, ROOFS).headline.metric, "gbPerS");
 });
 
 test("benchCaseSeqlens() gives fixed lengths, explicit lists, and seeded varlen draws at least s_q", () => {

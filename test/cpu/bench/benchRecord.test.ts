@@ -4,7 +4,7 @@ import { BENCH_RECORD_SCHEMA, benchRecord, type BenchRecordInput } from "../../.
 import { benchRooflineSvg } from "../../../src/bench/benchRooflineSvg.js";
 import type { GpuEnvironment } from "../../../src/bench/gpuEnvironment.js";
 import { timingStats } from "../../../src/bench/timingStats.js";
-import { notAvailableResult, timedResult } from "./fakeBenchResults.js";
+import { notAvailableResult, sparseTimedResult, timedResult } from "./fakeBenchResults.js";
 
 const GPU: GpuEnvironment = {
   name: "NVIDIA H200", ordinal: 0, computeCapability: "9.0", smCount: 132, maxSmClockMhz: 1980, smClockMhzNow: 1980,
@@ -69,7 +69,24 @@ test("benchRecord() gives each timed case its shape, µs median/min/p90, TFLOPS,
   assert.equal(sparse.status, "not-available");
   assert.equal(sparse.usMedian, undefined);
   assert.equal(sparse.tflops, undefined);
-  assert.match(sparse.reason!, /sparse GPU kernel not built yet/);
+  assert.match(sparse.reason!, /kernel dense_v1 does not do sparse decode \(try --kernel sparse_v1\)/);
+});
+
+test("benchRecord() gives a timed sparse case its N attended, N_unique, FP8 cache read rate and cycle budget", () => {
+  const rec = benchRecord({ ...input(), kernel: "dense_v1 + sparse_v1", results: [timedResult("dense-compute", 452), sparseTimedResult("sparse-h16", 100)] });
+  assert.equal(rec.kernel, "dense_v1 + sparse_v1");
+  const [dense, sparse] = JSON.parse(JSON.stringify(rec)).results;
+  assert.equal(dense.nUnique, undefined);
+  assert.equal(dense.cycleBudget, undefined);
+  assert.equal(sparse.kernel, "sparse_v1");
+  assert.equal(sparse.nAttended, 128 * 2 * 2048);
+  // Two draws of 2048 from 32768 per request: 128 · 32768 · (1 − (15/16)²) tokens.
+  assert.equal(Math.round(sparse.nUnique), 507904);
+  assert.equal(sparse.cacheReadGbPerS, (sparse.nUnique * 656) / 1e5);
+  assert.equal(sparse.percentOfCeiling, (100 * sparse.cacheReadGbPerS) / 4138);
+  assert.equal(sparse.cycleBudget.crossover, false);
+  assert.equal(sparse.cycleBudget.usefulHeadsPerCta, 16);
+  assert.ok(sparse.cycleBudget.percentOfBudget > 0);
 });
 
 test("benchRooflineSvg() plots the record's timed cases, FlashMLA's anchors and both roofs", () => {

@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import pc from "picocolors";
 import { benchTable } from "../../../src/bench/benchTable.js";
-import { notAvailableResult, timedResult } from "./fakeBenchResults.js";
+import { notAvailableResult, sparseTimedResult, timedResult } from "./fakeBenchResults.js";
 
 test("benchTable() prints µs, TFLOPS, GB/s, % of ceiling, bound, FlashMLA's figure, targets and check per case", () => {
   const text = benchTable([timedResult("dense-compute", 452), timedResult("dense-b1", 65)]);
@@ -18,7 +18,24 @@ test("benchTable() prints µs, TFLOPS, GB/s, % of ceiling, bound, FlashMLA's fig
 test("benchTable() shows a case without a kernel as not available, with its reason as a note", () => {
   const text = benchTable([notAvailableResult("sparse-v32")]);
   assert.match(text, /sparse-v32 +│ n\/a .*│ 364 µs, 401 TFLOPS +│ ≥ 401 TFLOPS +│ ≥ 450 TFLOPS +│ not available/);
-  assert.match(text, /note: sparse-v32: not available: sparse GPU kernel not built yet/);
+  assert.match(text, /note: sparse-v32: not available: kernel dense_v1 does not do sparse decode \(try --kernel sparse_v1\)/);
+});
+
+test("benchTable() shows sparse rows' FP8 cache read as GB/s and the seed's cycle budget beside each sparse case", () => {
+  const h16 = sparseTimedResult("sparse-h16", 100);
+  const v32 = sparseTimedResult("sparse-v32", 364, "sparse_crossover");
+  const text = benchTable([timedResult("dense-compute", 452), v32, h16]);
+  const row = text.split("\n").find((l) => l.includes("sparse-h16"))!;
+  const cells = row.split("│").map((s) => s.trim()).filter((s) => s !== "");
+  assert.equal(cells[4], h16.figures!.cacheReadGbPerS!.toFixed(0));
+  assert.equal(cells[5], h16.figures!.percentOfCeiling.toFixed(1));
+  assert.equal(cells[6], "memory");
+  assert.match(cells[9], /≥ 3500 GB\/s cache (met|miss)/);
+  assert.equal(cells[10], "ok");
+  assert.match(text, /sparse rows: GB\/s is the FP8 cache read \(N_unique · 656 B over the time\)/);
+  assert.match(text, /^sparse-v32 \(sparse_crossover\): seed cycle budget: crossover: 34\.0 MMA clk vs 25\.0 dequant clk per token \(50\.0 without\) → MMA-bound, ≤ 100 % of peak \(767 TFLOPS\); measured 52 % of it$/m);
+  assert.match(text, /^sparse-h16 \(sparse_v1\): seed cycle budget: 34\.0 MMA clk vs 50\.0 dequant clk per token .*16 of 64 heads per CTA useful → dequant-bound, ≤ 17 % of peak/m);
+  assert.equal((text.match(/seed cycle budget/g) ?? []).length, 2);
 });
 
 test("benchTable() marks a failed check and prints why", () => {

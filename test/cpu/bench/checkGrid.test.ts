@@ -1,6 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { checkCaseSeqlens, checkGrid, FLASHMLA_HEAD_PAIRS } from "../../../src/bench/checkGrid.js";
+import { CHECK_GRID_KINDS, checkCaseSeqlens, checkGrid, FLASHMLA_HEAD_PAIRS, FLASHMLA_SPARSE_TRIPLES, SPARSE_ALL_ROWS_MAX_MACS, SPARSE_CHECK_HEADS } from "../../../src/bench/checkGrid.js";
+import { REFERENCE_MACS_PER_KEY } from "../../../src/bench/sampleSparseRows.js";
 
 test("FLASHMLA_HEAD_PAIRS lists FlashMLA's 16 (h_q, h_kv) pairs, each h_kv dividing h_q", () => {
   assert.equal(FLASHMLA_HEAD_PAIRS.length, 16);
@@ -41,4 +42,54 @@ test("checkCaseSeqlens() draws FlashMLA's varlen lengths from the seed, with zer
   assert.ok(a.every((n) => n === 0 || n >= corner.s_q));
   const fixed = checkGrid("small")[0];
   assert.deepEqual(checkCaseSeqlens(fixed, 1), [20]);
+});
+
+test("checkGrid('sparse') is FlashMLA's d_qk = 576 sparse grid at h_q 8..128 plus its corner cases", () => {
+  const g = checkGrid("sparse");
+  assert.equal(g.length, 5 * 8 * 8 + 48);
+  assert.equal(new Set(g.map((c) => c.name)).size, g.length);
+  assert.ok(g.every((c) => c.kind === "sparse"));
+  const main = g.filter((c) => c.b !== 8);
+  assert.equal(main.length, 320);
+  assert.deepEqual([...new Set(main.map((c) => c.h_q))], [...SPARSE_CHECK_HEADS]);
+  assert.deepEqual(SPARSE_CHECK_HEADS, [8, 16, 32, 64, 128]);
+  assert.deepEqual(new Set(main.map((c) => `${c.s_k}/${c.topk}/${c.pageBlockSize}`)), new Set(FLASHMLA_SPARSE_TRIPLES.map((t) => t.join("/"))));
+  assert.equal(FLASHMLA_SPARSE_TRIPLES.length, 8);
+  assert.deepEqual(new Set(main.map((c) => c.b)), new Set([4, 74, 321]));
+  assert.deepEqual(new Set(main.map((c) => c.s_q)), new Set([1, 3]));
+  assert.ok(main.every((c) => c.withSink && c.invalidFraction === 0 && c.zeroFraction === 0));
+  // Fixed lengths only at b = 74 (FlashMLA's non-varlen cases), topkLength on the varlen b = 74 ones.
+  assert.ok(main.filter((c) => !c.varlen).every((c) => c.b === 74 && c.blockPadTokens === 0));
+  assert.equal(main.filter((c) => !c.varlen).length, 80);
+  assert.ok(main.filter((c) => c.withTopkLength).every((c) => c.b === 74 && c.varlen));
+  assert.equal(main.filter((c) => c.withTopkLength).length, 80);
+  const corners = g.filter((c) => c.b === 8);
+  assert.ok(corners.every((c) => c.s_q === 3 && ((c.s_k === 512 && c.topk === 64 && c.pageBlockSize === 61) || (c.s_k === 650 && c.topk === 576 && c.pageBlockSize === 53))));
+  assert.equal(corners.filter((c) => c.invalidFraction === 1 && c.zeroFraction > 0 && c.withSink).length, 6);
+  assert.ok(corners.some((c) => !c.withSink));
+});
+
+test("checkGrid('sparse') checks every row where the float64 reference stays cheap, sampled rows elsewhere", () => {
+  const g = checkGrid("sparse");
+  for (const c of g) {
+    const macs = c.b * c.s_q * c.h_q * c.topk * REFERENCE_MACS_PER_KEY;
+    assert.equal(c.allRows, macs <= SPARSE_ALL_ROWS_MAX_MACS, c.name);
+  }
+  assert.ok(g.some((c) => c.allRows) && g.some((c) => !c.allRows));
+  assert.ok(g.find((c) => c.name === "sparse-b4-sq1-h8-sk512v-topk64-pbs2-sink")?.allRows);
+  assert.equal(g.find((c) => c.name === "sparse-b321-sq3-h128-sk2046v-topk2048-pbs576-sink")?.allRows, false);
+  // The dense grids are unchanged by the sparse one.
+  assert.ok(checkGrid("small").every((c) => c.kind === undefined));
+  assert.equal(CHECK_GRID_KINDS.sparse, "sparse");
+  assert.equal(CHECK_GRID_KINDS.flashmla, "dense");
+});
+
+test("checkCaseSeqlens() draws a sparse case's lengths with zeros when asked", () => {
+  const corner = checkGrid("sparse").find((c) => c.zeroFraction > 0 && c.h_q === 128)!;
+  const a = checkCaseSeqlens(corner, 9);
+  assert.equal(a.length, 8);
+  assert.deepEqual(checkCaseSeqlens(corner, 9), a);
+  const many = Array.from({ length: 40 }, (_, s) => checkCaseSeqlens(corner, s)).flat();
+  const zeros = many.filter((n) => n === 0).length;
+  assert.ok(zeros > 110 && zeros < 210, `${zeros} zeros of 320`);
 });

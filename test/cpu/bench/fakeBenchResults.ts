@@ -1,4 +1,5 @@
 import { benchCaseByName, benchCaseShape } from "../../../bench/cases.js";
+import { benchCycleBudget } from "../../../src/bench/benchCycleBudget.js";
 import { benchFigures } from "../../../src/bench/benchFigures.js";
 import type { BenchCaseResult } from "../../../src/bench/runBenchCase.js";
 import { timingStats } from "../../../src/bench/timingStats.js";
@@ -39,13 +40,23 @@ export function timedResult(name: string, timeUs: number): BenchCaseResult {
   };
 }
 
-/** A sparse case as the bench reports it while no sparse kernel exists. */
+/**
+ * A sparse case timed at `timeUs` by `kernel`, as runBenchCase() returns it: N_unique as drawn (here
+ * the expected count), the seed's cycle budget, check ok.
+ */
+export function sparseTimedResult(name: string, timeUs: number, kernel = "sparse_v1"): BenchCaseResult {
+  const r = timedResult(name, timeUs);
+  const crossover = kernel === "sparse_crossover";
+  return { ...r, kernel, cycleBudget: benchCycleBudget(r.shape.h_q, { crossover, peakTflops: ROOFS.tflops, measuredTflops: r.figures!.tflops }) };
+}
+
+/** A case the chosen kernel cannot run (a sparse case asked of dense_v1). */
 export function notAvailableResult(name: string): BenchCaseResult {
   const c = benchCaseByName(name)!;
   const model = benchCaseShape(c);
   return {
     case: c.name, kind: c.kind, bound: c.bound, kernel: "dense_v1", status: "not-available",
-    reason: "not available: sparse GPU kernel not built yet",
+    reason: "not available: kernel dense_v1 does not do sparse decode (try --kernel sparse_v1)",
     shape: { b: c.b, h_q: c.h_q, h_kv: c.h_kv, s_q: c.s_q, causal: c.causal, seqlens: { min: 1, mean: 1, max: 1 } },
     model, cost: mlaCost(model),
     ...(c.anchor !== undefined ? { anchor: c.anchor } : {}),

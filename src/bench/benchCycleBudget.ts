@@ -1,0 +1,62 @@
+import { sparseCycleBudget } from "../roofline/sparseCycles.js";
+
+/** The seed's per-token cycle budget for one sparse case, and what it allows the kernel that ran it. */
+export interface BenchCycleBudget {
+  /** Query heads one CTA computes, and how many of them carry real queries. */
+  hPerCta: number;
+  usefulHeadsPerCta: number;
+  /** Tensor-core cycles per K/V token per CTA. */
+  mmaCycles: number;
+  /** The seed's dequantization cycles per token for one CTA, without and with crossover. */
+  dequantCycles: number;
+  crossoverDequantCycles: number;
+  /** Whether h_q spans the two CTAs crossover needs. */
+  crossoverApplies: boolean;
+  /** The rows that describe the kernel that ran (crossover or not). */
+  crossover: boolean;
+  bound: "mma" | "dequant";
+  /** Share of the tensor peak the budget allows that kernel. */
+  fractionOfPeak: number;
+  /** fractionOfPeak × the measured tensor roof. */
+  ceilingTflops: number;
+  /** Measured TFLOPS over ceilingTflops, as %, once timed. */
+  percentOfBudget?: number;
+}
+
+/**
+ * The seed's cycle budget (src/roofline/sparseCycles.ts, the Programming Guide's dequantization
+ * rates: 34 MMA cycles against 50 dequantization cycles per token for 64 heads) for a sparse case of
+ * `h_q` heads run by a kernel with or without crossover, scaled by the measured tensor roof; with a
+ * measured TFLOPS figure, how close the kernel came to what the budget allows.
+ */
+export function benchCycleBudget(h_q: number, opts: { crossover: boolean; peakTflops: number; measuredTflops?: number }): BenchCycleBudget {
+  const budget = sparseCycleBudget({ h_q, peakTflops: opts.peakTflops });
+  const seed = (crossover: boolean) => budget.rows.find((r) => r.figure === "seed" && r.crossover === crossover)!;
+  const ran = seed(opts.crossover);
+  const ceilingTflops = ran.ceilingTflops!;
+  return {
+    hPerCta: budget.hPerCta,
+    usefulHeadsPerCta: budget.usefulHeadsPerCta,
+    mmaCycles: budget.mmaCycles,
+    dequantCycles: seed(false).dequantCycles,
+    crossoverDequantCycles: seed(true).dequantCycles,
+    crossoverApplies: budget.crossoverApplies,
+    crossover: opts.crossover,
+    bound: ran.bound,
+    fractionOfPeak: ran.fractionOfPeak,
+    ceilingTflops,
+    ...(opts.measuredTflops !== undefined ? { percentOfBudget: (100 * opts.measuredTflops) / ceilingTflops } : {}),
+  };
+}
+
+/** One line for the bench table: "seed cycle budget: 34.0 MMA clk vs 50.0 dequant clk per token → dequant-bound, ≤ 68 % of peak (522 TFLOPS); …". */
+export function cycleBudgetText(b: BenchCycleBudget): string {
+  const clk = (x: number) => x.toFixed(1);
+  const pct = (x: number) => (100 * x).toFixed(0);
+  const crossoverPart = b.crossover
+    ? `crossover: ${clk(b.mmaCycles)} MMA clk vs ${clk(b.crossoverDequantCycles)} dequant clk per token (${clk(b.dequantCycles)} without)`
+    : `${clk(b.mmaCycles)} MMA clk vs ${clk(b.dequantCycles)} dequant clk per token (${clk(b.crossoverDequantCycles)} with crossover${b.crossoverApplies ? "" : ", which needs h_q ≥ 128"})`;
+  const heads = b.usefulHeadsPerCta < b.hPerCta ? `, ${b.usefulHeadsPerCta} of ${b.hPerCta} heads per CTA useful` : "";
+  const measured = b.percentOfBudget === undefined ? "" : `; measured ${b.percentOfBudget.toFixed(0)} % of it`;
+  return `seed cycle budget: ${crossoverPart}${heads} → ${b.bound === "mma" ? "MMA" : "dequant"}-bound, ≤ ${pct(b.fractionOfPeak)} % of peak (${b.ceilingTflops.toFixed(0)} TFLOPS)${measured}`;
+}

@@ -1,0 +1,38 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { benchCycleBudget, cycleBudgetText } from "../../../src/bench/benchCycleBudget.js";
+
+test("benchCycleBudget() gives the seed's 34 MMA against 50 dequant cycles: 68 % of peak without crossover", () => {
+  const b = benchCycleBudget(128, { crossover: false, peakTflops: 767 });
+  assert.equal(b.hPerCta, 64);
+  assert.equal(b.mmaCycles.toFixed(1), "34.0");
+  assert.equal(b.dequantCycles, 50);
+  assert.equal(b.crossoverDequantCycles, 25);
+  assert.equal(b.bound, "dequant");
+  assert.equal(b.fractionOfPeak, 34 / 50);
+  assert.equal(b.ceilingTflops.toFixed(2), "521.56");
+  assert.equal(b.crossoverApplies, true);
+  assert.equal(b.percentOfBudget, undefined);
+});
+
+test("benchCycleBudget() with crossover is MMA-bound and reports the share of its ceiling reached", () => {
+  const b = benchCycleBudget(128, { crossover: true, peakTflops: 767, measuredTflops: 401 });
+  assert.equal(b.bound, "mma");
+  assert.equal(b.fractionOfPeak, 1);
+  assert.equal(b.ceilingTflops, 767);
+  assert.equal(b.percentOfBudget!.toFixed(1), ((100 * 401) / 767).toFixed(1));
+});
+
+test("benchCycleBudget() counts only the useful heads of a 64-row tile for h_q = 16", () => {
+  const b = benchCycleBudget(16, { crossover: false, peakTflops: 800 });
+  assert.equal(b.usefulHeadsPerCta, 16);
+  assert.equal(b.crossoverApplies, false);
+  assert.equal(b.fractionOfPeak, (16 / 64) * (34 / 50));
+  const text = cycleBudgetText(b);
+  assert.match(text, /^seed cycle budget: 34\.0 MMA clk vs 50\.0 dequant clk per token \(25\.0 with crossover, which needs h_q ≥ 128\), 16 of 64 heads per CTA useful → dequant-bound, ≤ 17 % of peak \(136 TFLOPS\)$/);
+});
+
+test("cycleBudgetText() names the crossover rows when the kernel crosses over, and the share measured", () => {
+  const text = cycleBudgetText(benchCycleBudget(128, { crossover: true, peakTflops: 767, measuredTflops: 383.5 }));
+  assert.equal(text, "seed cycle budget: crossover: 34.0 MMA clk vs 25.0 dequant clk per token (50.0 without) → MMA-bound, ≤ 100 % of peak (767 TFLOPS); measured 50 % of it");
+});
