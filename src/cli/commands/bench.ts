@@ -3,7 +3,7 @@ import path from "node:path";
 import { Command, InvalidArgumentError, Option } from "commander";
 import { BENCH_CASES, benchCaseByName, type BenchCase } from "../../../bench/cases.js";
 import { BenchProgress, progressMode } from "../../bench/BenchProgress.js";
-import { BENCH_KERNELS, DEFAULT_BENCH_KERNEL, type BenchKernel } from "../../bench/benchKernels.js";
+import { BENCH_KERNELS, DEFAULT_BENCH_KERNELS, defaultBenchKernel, type BenchKernel } from "../../bench/benchKernels.js";
 import { benchRecord, type BenchRecord } from "../../bench/benchRecord.js";
 import { benchRooflineSvg } from "../../bench/benchRooflineSvg.js";
 import { benchTable } from "../../bench/benchTable.js";
@@ -39,7 +39,7 @@ export interface GpuCommandDeps {
 interface BenchOptions {
   case?: string[];
   all?: boolean;
-  kernel: string;
+  kernel?: string;
   iters: number;
   seed: number;
   json?: string | true;
@@ -58,6 +58,9 @@ Examples:
     $ flashmla bench --all --svg --json bench/results/h200.json
   FlashMLA's performance grid only (16 cases):
     $ flashmla bench --case dense-grid
+  The sparse FP8 cases with the first sparse kernel, then sparse-v32 with crossover:
+    $ flashmla bench --case sparse-v32 sparse-v32-h64 sparse-long-topk sparse-h16
+    $ flashmla bench --case sparse-v32 --kernel sparse_crossover
   The JSON record on stdout, for scripts:
     $ flashmla bench --case dense-mem-h16 --json
   What can be run:
@@ -65,7 +68,11 @@ Examples:
 
 Each case: ≥ 4 input sets built on the GPU (together well over the L2), warm-up, then the whole call
 (main kernel + combine) between CUDA events, median of --iters; its output is checked against the
-float64 CPU reference on sampled rows. Ceilings come from \`flashmla ceilings\` (cached per GPU and driver).
+float64 CPU reference on sampled rows. Sparse cases use FlashMLA's benchmark data (distinct random
+indices, attn_sink on, softmax scale 576^-0.55), count N_unique from the indices drawn, quote
+sparse-h16 by its FP8 cache read and print the seed's cycle budget. Without --kernel, dense cases run
+${DEFAULT_BENCH_KERNELS.dense} and sparse ones ${DEFAULT_BENCH_KERNELS.sparse}.
+Ceilings come from \`flashmla ceilings\` (cached per GPU and driver).
 Exit status: 0 ok, 1 a check failed or no GPU, ${USAGE_EXIT_CODE} bad command line.`;
 
 /**
@@ -78,8 +85,10 @@ export function registerBenchCommand(program: Command, deps: GpuCommandDeps = {}
     .command("bench")
     .description("Time named MLA decode cases on the GPU: µs, TFLOPS, GB/s, % of the measured ceiling, FlashMLA's figure, targets")
     .addOption(new Option("--case <names...>", "cases to run (names of BENCH.md, comma-separated or repeated; dense-grid = its 16 cases)"))
-    .addOption(new Option("--all", "run every case of BENCH.md (sparse cases report 'not available' until the sparse kernel exists)"))
-    .addOption(new Option("--kernel <name>", "implementation to time").choices(Object.keys(BENCH_KERNELS)).default(DEFAULT_BENCH_KERNEL))
+    .addOption(new Option("--all", "run every case of BENCH.md"))
+    .addOption(
+      new Option("--kernel <name>", `implementation to time, for every case (default: ${DEFAULT_BENCH_KERNELS.dense} for dense cases, ${DEFAULT_BENCH_KERNELS.sparse} for sparse ones); cases it cannot run report 'not available'`).choices(Object.keys(BENCH_KERNELS)),
+    )
     .addOption(new Option("--iters <n>", "timed calls per case (median of these; at least 20)").argParser(atLeast(20)).default(40))
     .addOption(new Option("--seed <n>", "seed of the lengths, block tables and data").argParser(nonNegativeInteger).default(1))
     .addOption(new Option("--json [file]", "write the JSON record to FILE (without FILE: print it instead of the table)"))
@@ -98,7 +107,7 @@ export function registerBenchCommand(program: Command, deps: GpuCommandDeps = {}
     }
     if (opts.all === true && opts.case !== undefined) usage("give --case or --all, not both");
     const cases = opts.all === true ? [...BENCH_CASES] : resolveCases(opts.case ?? [...HEADLINE_CASES], usage);
-    const kernel = BENCH_KERNELS[opts.kernel];
+    const kernel = opts.kernel === undefined ? undefined : BENCH_KERNELS[opts.kernel];
 
     const probe = (deps.probeGpu ?? probeGpu)();
     if (!probe.ok) {
@@ -107,7 +116,7 @@ export function registerBenchCommand(program: Command, deps: GpuCommandDeps = {}
       return;
     }
     const code = guarded(io, "bench", () =>
-      runBench({ cases, kernel, iters: opts.iters, seed: opts.seed, json: opts.json, svg: opts.svg, freshCeilings: opts.freshCeilings === true }, probe.device, io, deps, "bench"),
+      runBench({ cases, ...(kernel !== undefined ? { kernel } : {}), iters: opts.iters, seed: opts.seed, json: opts.json, svg: opts.svg, freshCeilings: opts.freshCeilings === true }, probe.device, io, deps, "bench"),
     );
     if (code !== 0) exit(code);
   });
@@ -117,7 +126,8 @@ export function registerBenchCommand(program: Command, deps: GpuCommandDeps = {}
 /** What {@link runBench} runs. */
 export interface BenchRequest {
   cases: readonly BenchCase[];
-  kernel: BenchKernel;
+  /** The implementation for every case. @default defaultBenchKernel(case.kind): dense_seesaw for dense cases, sparse_v1 for sparse ones */
+  kernel?: BenchKernel;
   iters: number;
   seed: number;
   /** A file for the JSON record, or true for stdout (then no table). */
@@ -156,7 +166,7 @@ export function runBench(req: BenchRequest, device: Device, io: CliIo, deps: Gpu
     for (const bc of req.cases) {
       let ticked = 0;
       const r = runBenchCase(bc, {
-        kernel: req.kernel,
+        kernel: req.kernel ?? defaultBenchKernel(bc.kind),
         device,
         stream,
         roofs: reference,
@@ -173,10 +183,11 @@ export function runBench(req: BenchRequest, device: Device, io: CliIo, deps: Gpu
     }
     progress.stop();
 
+    const kernelLabel = [...new Set(results.map((r) => r.kernel))].join(" + ") || (req.kernel?.name ?? DEFAULT_BENCH_KERNELS.dense);
     record = benchRecord({
       gpu: env,
       commit,
-      kernel: req.kernel.name,
+      kernel: kernelLabel,
       ceilings: ceilings.record,
       ceilingsSource: ceilings.source,
       reference,
@@ -190,7 +201,7 @@ export function runBench(req: BenchRequest, device: Device, io: CliIo, deps: Gpu
     } else {
       const clock = env.smClockMhzNow !== undefined ? `, SM clock now ${env.smClockMhzNow} MHz` : "";
       io.out(
-        `${c.bold(`flashmla ${commandName}: kernel ${req.kernel.name} on ${env.name}`)} (${env.smCount} SMs, max SM clock ${env.maxSmClockMhz} MHz${clock}), ` +
+        `${c.bold(`flashmla ${commandName}: kernel ${kernelLabel} on ${env.name}`)} (${env.smCount} SMs, max SM clock ${env.maxSmClockMhz} MHz${clock}), ` +
           `driver ${env.driverVersion}, CUDA ${env.cudaDriverVersion}, commit ${commit.commit === "unknown" ? "unknown" : commit.commit.slice(0, 10)}${commit.dirty === true ? "+dirty" : ""}\n`,
       );
       const ds = spec === undefined ? "" : `; datasheet ${fmt(spec.datasheetTflops, 0)} TFLOPS, ${fmt(spec.datasheetGbPerS, 0)} GB/s`;
@@ -265,8 +276,11 @@ function listText(): string {
     const head = HEADLINE_CASES.includes(c.name) ? " [headline]" : "";
     lines.push(`  ${c.name.padEnd(28)} ${c.kind.padEnd(6)} b=${c.b} h_q=${c.h_q} s_q=${c.s_q} ${lens}${c.causal ? " causal" : ""}${c.topk !== undefined ? ` topk ${c.topk}` : ""}  (${c.bound})${head}`);
   }
-  lines.push("Kernels (--kernel):");
-  for (const k of Object.values(BENCH_KERNELS)) lines.push(`  ${k.name.padEnd(28)} ${k.kinds.join(", ").padEnd(6)} ${k.description}`);
+  lines.push(`Kernels (--kernel; default ${DEFAULT_BENCH_KERNELS.dense} for dense cases, ${DEFAULT_BENCH_KERNELS.sparse} for sparse ones):`);
+  for (const k of Object.values(BENCH_KERNELS)) {
+    const heads = k.headCounts === undefined ? "" : ` [h_q = ${k.headCounts.join(", ")} only]`;
+    lines.push(`  ${k.name.padEnd(28)} ${k.kinds.join(", ").padEnd(6)} ${k.description}${heads}`);
+  }
   return `${lines.join("\n")}\n`;
 }
 

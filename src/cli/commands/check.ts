@@ -1,8 +1,8 @@
 import { Command, InvalidArgumentError, Option } from "commander";
 import Table from "cli-table3";
 import { BenchProgress, progressMode } from "../../bench/BenchProgress.js";
-import { BENCH_KERNELS, DEFAULT_BENCH_KERNEL } from "../../bench/benchKernels.js";
-import { CHECK_GRIDS, checkGrid, type CheckGridName } from "../../bench/checkGrid.js";
+import { BENCH_KERNELS, DEFAULT_BENCH_KERNELS, benchKernelUnsupported } from "../../bench/benchKernels.js";
+import { CHECK_GRID_KINDS, CHECK_GRIDS, checkGrid, type CheckGridName } from "../../bench/checkGrid.js";
 import { cliIo, type CliIo } from "../../bench/cliIo.js";
 import { probeGpu } from "../../bench/probeGpu.js";
 import { runCheckCase, type CheckCaseResult } from "../../bench/runCheckCase.js";
@@ -14,7 +14,7 @@ interface CheckOptions {
   grid: CheckGridName;
   seed: number;
   dtype?: "bf16" | "fp16";
-  kernel: string;
+  kernel?: string;
   json?: boolean;
   verbose?: boolean;
 }
@@ -25,6 +25,9 @@ Examples:
     $ flashmla check
   FlashMLA's whole dense grid (2336 cases), fp16:
     $ flashmla check --grid flashmla --dtype fp16
+  FlashMLA's sparse FP8 grid (368 cases), with the first sparse kernel, then with crossover (h_q = 128 cases):
+    $ flashmla check --grid sparse
+    $ flashmla check --grid sparse --kernel sparse_crossover
   Another draw of the data, results as JSON:
     $ flashmla check --seed 7 --json
 
@@ -32,6 +35,10 @@ Data follow FlashMLA's tests: q and K ~ N(0,1)/10, varlen lengths max(N(s_k, s_k
 block table, NaN in every cache slot no request owns. out and lse are compared with the float64 CPU
 reference (FlashMLA's tolerances: out abs 8e-4 or rel 2.01/128 and cosine ≤ 5e-6; lse rel 8.01/65536);
 large shapes on sampled rows, and every element against the fp32 GPU reference.
+Sparse: q ~ N(0,1), KV ~ N(0,1)/10 quantized to the V32 FP8 cache, distinct random indices below each
+length, sinks about 31% +inf and 31% -inf, topkLength on some cases, 0xff poison in every token no index
+points at; every row or sampled rows against the CPU reference (out abs 1e-3 or rel 2.01/128, cosine
+≤ 5e-6), and the whole output scanned for NaN and for empty rows that are not out 0, lse +inf.
 Exit status: 0 all passed, 1 a case failed or no GPU, ${USAGE_EXIT_CODE} bad command line.`;
 
 /** Grids with more cases than this print only their failures and worst passes (unless --verbose). */
@@ -48,8 +55,10 @@ export function registerCheckCommand(program: Command, deps: GpuCommandDeps = {}
     .description("Check the GPU kernels against the CPU reference over a grid of cases (pass/fail table, worst errors)")
     .addOption(new Option("--grid <name>", "which grid of cases").choices([...CHECK_GRIDS]).default("small"))
     .addOption(new Option("--seed <n>", "seed of the lengths, block tables and data").argParser(nonNegativeInteger).default(1))
-    .addOption(new Option("--dtype <dtype>", "run every case in this dtype (default: bf16, one fp16 case in the small grid)").choices(["bf16", "fp16"]))
-    .addOption(new Option("--kernel <name>", "implementation to check").choices(Object.keys(BENCH_KERNELS)).default(DEFAULT_BENCH_KERNEL))
+    .addOption(new Option("--dtype <dtype>", "run every dense case in this dtype (default: bf16, one fp16 case in the small grid)").choices(["bf16", "fp16"]))
+    .addOption(
+      new Option("--kernel <name>", `implementation to check (default: ${DEFAULT_BENCH_KERNELS.dense} for the dense grids, ${DEFAULT_BENCH_KERNELS.sparse} for the sparse one)`).choices(Object.keys(BENCH_KERNELS)),
+    )
     .addOption(new Option("--json", "print the results as JSON"))
     .addOption(new Option("--verbose", "list every case, also in large grids"))
     .addHelpText("after", EXAMPLES)
@@ -57,6 +66,17 @@ export function registerCheckCommand(program: Command, deps: GpuCommandDeps = {}
 
   cmd.action(async (opts: CheckOptions) => {
     const io = cliIo(cmd);
+    const usage = (message: string): never => cmd.error(`error: ${message}`, { exitCode: USAGE_EXIT_CODE, code: "flashmla.usage" });
+    const kind = CHECK_GRID_KINDS[opts.grid];
+    const kernel = BENCH_KERNELS[opts.kernel ?? DEFAULT_BENCH_KERNELS[kind]];
+    if (!kernel.kinds.includes(kind)) {
+      const grids = CHECK_GRIDS.filter((g) => kernel.kinds.includes(CHECK_GRID_KINDS[g]));
+      usage(`kernel ${kernel.name} does not do ${kind} decode, which grid ${opts.grid} checks (its grids: ${grids.join(", ")}; or --kernel ${DEFAULT_BENCH_KERNELS[kind]})`);
+    }
+    if (kind === "sparse" && opts.dtype === "fp16") usage("the sparse grid is bf16 only (FlashMLA's sparse decode takes bf16 q)");
+    const grid = checkGrid(opts.grid, opts.dtype);
+    // Cases the kernel cannot run (crossover: h_q = 128 only) are left out, and said so.
+    const cases = grid.filter((spec) => benchKernelUnsupported(kernel, { kind, h_q: spec.h_q }) === undefined);
     const probe = (deps.probeGpu ?? probeGpu)();
     if (!probe.ok) {
       io.err(noGpuText("check", probe.reason, io));
@@ -65,16 +85,18 @@ export function registerCheckCommand(program: Command, deps: GpuCommandDeps = {}
     }
     const device = probe.device;
     const code = guarded(io, "check", () => {
-      const kernel = BENCH_KERNELS[opts.kernel];
-      const cases = checkGrid(opts.grid, opts.dtype);
+      if (cases.length < grid.length) {
+        io.err(`flashmla check: ${grid.length - cases.length} of ${grid.length} cases left out: kernel ${kernel.name} runs h_q = ${kernel.headCounts?.join(" or ")} only\n`);
+      }
       const stream = Stream.create(device.ordinal);
       const progress = new BenchProgress(progressMode(deps.progress !== false), io.err);
       const results: CheckCaseResult[] = [];
       try {
         progress.start(cases.length, cases[0].name);
         let brokenInARow = 0;
-        for (const [i, spec] of cases.entries()) {
-          const r = runCheckCase(spec, { kernel, stream, seed: opts.seed * 100_000 + i });
+        for (const spec of cases) {
+          // Seeded by the place in the whole grid, so two kernels see the same data for a case.
+          const r = runCheckCase(spec, { kernel, stream, seed: opts.seed * 100_000 + grid.indexOf(spec) });
           results.push(r);
           progress.tick(1, spec.name);
           // A kernel fault poisons the CUDA context: every later case would fail the same way.
@@ -123,7 +145,8 @@ export function checkText(
   for (const r of shown) {
     const k = r.check;
     const lengths = r.seqlens.min === r.seqlens.max ? `${r.seqlens.max}` : `${r.seqlens.min}..${r.seqlens.max}${r.seqlens.zeros > 0 ? ` (${r.seqlens.zeros}×0)` : ""}`;
-    const gpu = k?.gpu === undefined ? "-" : k.gpu.out.ok && k.gpu.lse.ok ? `ok (${sci(k.gpu.out.maxAbsError)})` : c.red(`FAILED (${sci(k.gpu.out.maxAbsError)})`);
+    const g = k !== undefined && "gpu" in k ? k.gpu : undefined;
+    const gpu = g === undefined ? "-" : g.out.ok && g.lse.ok ? `ok (${sci(g.out.maxAbsError)})` : c.red(`FAILED (${sci(g.out.maxAbsError)})`);
     t.push([
       r.spec.name,
       lengths,

@@ -24,7 +24,7 @@ test("flashmla bench checks its command line before looking for a GPU (exit 2)",
     [["bench", "--case", "nope"], /unknown case 'nope'; known cases: dense-compute,/],
     [["bench", "--case", "dense-b1", "--all"], /give --case or --all, not both/],
     [["bench", "--iters", "5"], /option '--iters <n>' argument '5' is invalid\. expected an integer >= 20/],
-    [["bench", "--kernel", "dense_v9"], /Allowed choices are dense_seesaw, dense_seesaw_fast, dense_v1/],
+    [["bench", "--kernel", "dense_v9"], /Allowed choices are dense_seesaw, dense_seesaw_fast, dense_v1, sparse_v1, sparse_crossover\./],
     [["bench", "--seed", "-1"], /error: /],
     [["bench", "--bogus"], /unknown option '--bogus'/],
   ];
@@ -37,8 +37,11 @@ test("flashmla bench checks its command line before looking for a GPU (exit 2)",
   assert.equal(probed, false);
 });
 
-test("flashmla bench accepts case lists, commas and the dense-grid family before needing the GPU", async () => {
-  for (const args of [["--case", "dense-b1", "dense-uneven"], ["--case", "dense-b1,dense-uneven"], ["--case", "dense-grid"], ["--all"]]) {
+test("flashmla bench accepts case lists, commas, the dense-grid family and the sparse kernels before needing the GPU", async () => {
+  for (const args of [
+    ["--case", "dense-b1", "dense-uneven"], ["--case", "dense-b1,dense-uneven"], ["--case", "dense-grid"], ["--all"],
+    ["--case", "sparse-v32", "--kernel", "sparse_crossover"], ["--all", "--kernel", "sparse_v1"], ["--case", "sparse-h16,dense-b1"],
+  ]) {
     const r = await runCommand(registerBenchCommand, ["bench", ...args], NO_GPU);
     // Past the argument checks: the missing GPU is what stops it.
     assert.equal(r.code, 1, args.join(" "));
@@ -54,12 +57,20 @@ test("flashmla bench --list names every case and kernel and needs no GPU", async
   assert.match(r.out, /sparse-v32 +sparse/);
   assert.match(r.out, /dense_seesaw +dense +flashMlaWithKvcache, kernel "seesaw"/);
   assert.match(r.out, /dense_v1 +dense +flashMlaWithKvcache, kernel "v1"/);
+  assert.match(r.out, /sparse-h16 +sparse +b=128 h_q=16 s_q=2 s_k 32768 topk 2048 +\(memory\)/);
+  assert.match(r.out, /Kernels \(--kernel; default dense_seesaw for dense cases, sparse_v1 for sparse ones\):/);
+  assert.match(r.out, /sparse_v1 +sparse +sparseDecodeGpu: /);
+  assert.match(r.out, /sparse_crossover +sparse +sparseDecodeGpu with crossover: .*\[h_q = 128 only\]/);
 });
 
 test("flashmla bench --help shows the options, examples and exit codes", async () => {
   const r = await runCommand(registerBenchCommand, ["bench", "--help"], NO_GPU);
   assert.equal(r.code, 0);
-  for (const s of ["--case <names...>", "--all", "--json [file]", "--svg [file]", "--kernel <name>", "--iters <n>", "Examples:", "flashmla bench --all --svg", "Exit status: 0 ok, 1 a check failed or no GPU, 2 bad command line"]) {
+  for (const s of [
+    "--case <names...>", "--all", "--json [file]", "--svg [file]", "--kernel <name>", "--iters <n>", "Examples:", "flashmla bench --all --svg",
+    "flashmla bench --case sparse-v32 --kernel sparse_crossover", "dense_seesaw for dense cases, sparse_v1 for sparse ones",
+    "Without --kernel, dense cases run\ndense_seesaw and sparse ones sparse_v1", "Exit status: 0 ok, 1 a check failed or no GPU, 2 bad command line",
+  ]) {
     assert.ok(r.out.includes(s), s);
   }
 });

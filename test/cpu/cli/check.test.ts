@@ -15,15 +15,33 @@ test("flashmla check without a GPU exits 1 with a clear 'no GPU' message", async
   assert.match(r.err, /^flashmla check: no GPU: no device here \(test\)/);
 });
 
-test("flashmla check exits 2 for a bad grid, seed or dtype", async () => {
+test("flashmla check exits 2 for a bad grid, seed, dtype or a kernel that cannot do the grid's decode, before looking for a GPU", async () => {
+  let probed = false;
+  const probeGpu = () => {
+    probed = true;
+    return { ok: false as const, reason: "x" };
+  };
   for (const [args, message] of [
-    [["--grid", "huge"], /Allowed choices are small, flashmla/],
+    [["--grid", "huge"], /Allowed choices are small, flashmla, sparse\./],
     [["--seed", "x"], /expected a non-negative integer/],
     [["--dtype", "fp8"], /Allowed choices are bf16, fp16/],
+    [["--grid", "sparse", "--kernel", "dense_seesaw"], /error: kernel dense_seesaw does not do sparse decode, which grid sparse checks \(its grids: small, flashmla; or --kernel sparse_v1\)/],
+    [["--kernel", "sparse_crossover"], /error: kernel sparse_crossover does not do dense decode, which grid small checks \(its grids: sparse; or --kernel dense_seesaw\)/],
+    [["--grid", "sparse", "--dtype", "fp16"], /error: the sparse grid is bf16 only/],
   ] as const) {
-    const r = await runCommand(registerCheckCommand, ["check", ...args], NO_GPU);
+    const r = await runCommand(registerCheckCommand, ["check", ...args], { probeGpu });
     assert.equal(r.code, 2, args.join(" "));
-    assert.match(r.err, message);
+    assert.match(r.err, message, args.join(" "));
+    assert.equal(r.out, "");
+  }
+  assert.equal(probed, false);
+});
+
+test("flashmla check --grid sparse, with either sparse kernel, passes the command line and stops at the missing GPU (exit 1)", async () => {
+  for (const args of [["--grid", "sparse"], ["--grid", "sparse", "--kernel", "sparse_crossover"], ["--grid", "sparse", "--kernel", "sparse_v1", "--dtype", "bf16"], ["--grid", "flashmla", "--kernel", "dense_v1"]]) {
+    const r = await runCommand(registerCheckCommand, ["check", ...args], NO_GPU);
+    assert.equal(r.code, 1, args.join(" "));
+    assert.match(r.err, /^flashmla check: no GPU: no device here \(test\)/);
   }
 });
 
@@ -32,6 +50,9 @@ test("flashmla check --help explains the data, tolerances and exit codes", async
   assert.equal(r.code, 0);
   assert.match(r.out, /--grid <name>/);
   assert.match(r.out, /flashmla check --grid flashmla --dtype fp16/);
+  assert.match(r.out, /flashmla check --grid sparse --kernel sparse_crossover/);
+  assert.match(r.out, /default: dense_seesaw for the dense\s+grids, sparse_v1 for the sparse one/);
+  assert.match(r.out, /0xff poison in every token no index\npoints at/);
   assert.match(r.out, /Exit status: 0 all passed, 1 a case failed or no GPU, 2 bad command line/);
 });
 
@@ -63,6 +84,16 @@ test("checkText() shortens a large grid to its failures and worst passes unless 
   assert.match(short, /50 of 50 cases run: 50 passed, 0 failed/);
   const full = checkText(many, { grid: "flashmla", kernel: "dense_v1", gpu: "G", total: 50, verbose: true, colors: pc.createColors(false) });
   assert.equal((full.match(/│ pass/g) ?? []).length, 50);
+});
+
+test("checkText() lists sparse cases, with no fp32 GPU comparison", () => {
+  const spec = checkGrid("sparse")[0];
+  const cmp = { ok: true, count: 512, mismatches: 0, maxAbsError: 3e-4, maxRelError: 0.01, cosDiff: 2e-7, message: "ok" };
+  const r: CheckCaseResult = { spec, seqlens: { min: 300, max: 700, zeros: 0 }, ok: true, check: { ok: true, rows: 32, out: cmp, lse: { ...cmp, maxAbsError: 1e-7 }, badElements: 0, tokensCopied: 200, message: "ok" } };
+  const text = checkText([r], { grid: "sparse", kernel: "sparse_v1", gpu: "NVIDIA H200", total: 1, verbose: false, colors: pc.createColors(false) });
+  assert.match(text, /flashmla check: kernel sparse_v1 on NVIDIA H200, grid sparse/);
+  assert.match(text, /sparse-b4-sq1-h8-sk512v-topk64-pbs2-sink +│ 300\.\.700 +│ 32 +│ 3\.00e-4 +│ 2\.00e-7 +│ 1\.00e-7 +│ - +│ pass/);
+  assert.match(text, /1 of 1 cases run: 1 passed, 0 failed/);
 });
 
 test("checkText() reports cases that were never run", () => {
