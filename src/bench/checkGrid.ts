@@ -91,7 +91,7 @@ export const FLASHMLA_HEAD_PAIRS: ReadonlyArray<readonly [number, number]> = [1,
  *   token (FlashMLA's layout) except at fixed lengths; then FlashMLA's corner cases (512, 64, 61) and
  *   (650, 576, 53) at s_q = 3 for h_q ∈ {16, 64, 128}, crossing all-invalid indices × zero lengths ×
  *   sink. Every row against the CPU reference when that costs at most SPARSE_ALL_ROWS_MAX_MACS
- *   multiply-adds, else sampled rows (there is no fp32 GPU reference for sparse decode); b = 321
+ *   multiply-adds, else sampled rows and every element against the fp32 GPU sparse reference; b = 321
  *   stays in because the sample's cost does not grow with b. Always bf16.
  * `dtype` sets every dense case's dtype; without it the small grid runs one fp16 case among bf16 ones.
  */

@@ -1,7 +1,8 @@
 import { ArgumentError } from "../errors/ArgumentError.js";
 import { mlaDecodeReference, type ReferenceRow } from "../mla/mlaDecodeReference.js";
+import { mlaSparseReferenceGpu } from "../mla/mlaSparseReferenceGpu.js";
 import { bf16ArrayToF32 } from "../numeric/bf16.js";
-import { compareTensors, SPARSE_LSE_TOL, SPARSE_OUT_TOL, type CompareResult } from "../numeric/compare.js";
+import { compareTensors, SPARSE_LSE_TOL, SPARSE_OUT_TOL, type CompareResult, type Tolerance } from "../numeric/compare.js";
 import { D_QK, FP8_TOKEN_BYTES } from "../numeric/kvCacheFp8.js";
 import type { Stream } from "../runtime/Stream.js";
 import { Tensor } from "../runtime/Tensor.js";
@@ -9,6 +10,8 @@ import type { CompareSummary } from "./checkDenseCase.js";
 import { compactSparseRows, tokenCopyRuns } from "./compactSparseRows.js";
 
 const D_V = 512;
+/** lse of the kernel against the fp32 GPU reference: both accumulate in fp32, so the absolute floor is fp32's, not float64's. */
+const GPU_REFERENCE_LSE_TOL: Tolerance = Object.freeze({ abs: 1e-5, rel: 8.01 / 65536 });
 
 /** What the check needs of a sparse case: its tensors (GPU or host) and the host copies of its small ones. */
 export interface SparseCheckInput {
@@ -27,6 +30,10 @@ export interface SparseCheckInput {
   /** [h_q] */
   attnSinkHost?: Float32Array;
   softmaxScale: number;
+  /** The device tensors of the small arguments, for the fp32 GPU reference. */
+  indices?: Tensor;
+  topkLength?: Tensor;
+  attnSink?: Tensor;
 }
 
 /** Options of {@link checkSparseCase}. */
@@ -35,6 +42,8 @@ export interface SparseCheckOptions {
   stream?: Stream;
   /** Rows (request, query token, head) the float64 CPU reference computes. @default every row */
   rows?: readonly ReferenceRow[];
+  /** Also compare every element with the fp32 GPU reference (mlaSparseReferenceGpu); needs the case on the GPU. @default false */
+  gpuReference?: boolean;
 }
 
 /** What {@link checkSparseCase} found. */
@@ -52,6 +61,8 @@ export interface SparseCheckResult {
   badElements: number;
   /** FP8 tokens copied to the host for the reference (the distinct ones the checked rows read). */
   tokensCopied: number;
+  /** Every element against the fp32 GPU reference, when asked for. */
+  gpu?: { out: CompareSummary; lse: CompareSummary };
   /** One line: "ok" or what failed. */
   message: string;
 }
@@ -61,7 +72,8 @@ export interface SparseCheckResult {
  * f32, on the GPU or the host) against the float64 CPU reference on the chosen rows, with FlashMLA's
  * sparse tolerances (SPARSE_OUT_TOL, SPARSE_LSE_TOL), and scans the whole output for values that
  * cannot be right. Only q's rows of the checked requests and the FP8 tokens the checked rows read
- * are copied to the host (compactSparseRows), so a sample of a 2.7 GB cache costs megabytes.
+ * are copied to the host (compactSparseRows), so a sample of a 2.7 GB cache costs megabytes. On
+ * request, every element is also compared with the fp32 GPU reference.
  */
 export function checkSparseCase(c: SparseCheckInput, result: { out: Tensor; lse: Tensor }, opts: SparseCheckOptions = {}): SparseCheckResult {
   const fn = "checkSparseCase";
@@ -127,11 +139,36 @@ export function checkSparseCase(c: SparseCheckInput, result: { out: Tensor; lse:
   const out = summary(compareTensors(actualOut, expectedOut, SPARSE_OUT_TOL, { name: "out", roundReferenceTo: "bf16", shape: [rows.length, D_V] }));
   const lse = summary(compareTensors(actualLse, expectedLse, SPARSE_LSE_TOL, { name: "lse", shape: [rows.length] }));
 
+  let gpu: SparseCheckResult["gpu"];
+  if (opts.gpuReference === true) {
+    if (!c.q.isCuda || c.indices === undefined) throw new ArgumentError(fn, "opts.gpuReference", "a case on the GPU (with its indices tensor)", "a host case");
+    const g = mlaSparseReferenceGpu({
+      q: c.q, kCache: c.kCache, indices: c.indices, topkLength: c.topkLength, attnSink: c.attnSink,
+      isFp8Kvcache: true, headDimV: D_V, softmaxScale: c.softmaxScale, stream: opts.stream,
+    });
+    try {
+      opts.stream?.synchronize();
+      const gOut = g.out.toHost().host as Float32Array;
+      const gLse = g.lse.toHost().host as Float32Array;
+      gpu = {
+        out: summary(compareTensors(outF32, gOut, SPARSE_OUT_TOL, { name: "out vs fp32 GPU reference", roundReferenceTo: "bf16", shape: [b, s_q, h_q, D_V] })),
+        lse: summary(compareTensors(lseHost, gLse, GPU_REFERENCE_LSE_TOL, { name: "lse vs fp32 GPU reference", shape: [b, h_q, s_q] })),
+      };
+    } finally {
+      g.out.dispose();
+      g.lse.dispose();
+    }
+  }
+
   const failures: string[] = [];
   if (badElements > 0) failures.push(`${badElements} output elements cannot be right (NaN/inf in out, out ≠ 0 or lse ≠ +inf without a valid index, lse not finite with one)`);
   if (!out.ok) failures.push(out.message);
   if (!lse.ok) failures.push(lse.message);
-  return { ok: failures.length === 0, rows: rows.length, out, lse, badElements, tokensCopied: sel.tokenIds.length, message: failures.length === 0 ? "ok" : failures.join("; ") };
+  if (gpu !== undefined && !gpu.out.ok) failures.push(gpu.out.message);
+  if (gpu !== undefined && !gpu.lse.ok) failures.push(gpu.lse.message);
+  const result_: SparseCheckResult = { ok: failures.length === 0, rows: rows.length, out, lse, badElements, tokensCopied: sel.tokenIds.length, message: failures.length === 0 ? "ok" : failures.join("; ") };
+  if (gpu !== undefined) result_.gpu = gpu;
+  return result_;
 }
 
 /** The index side of a sparse call and its cache's slot count, for {@link countSparseBadElements}. */

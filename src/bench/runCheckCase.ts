@@ -28,7 +28,8 @@ const SPARSE_SAMPLE_MACS = 5e7;
  * references. Dense: every row, or sampled rows for large shapes, against the float64 CPU reference,
  * and every element against the fp32 GPU reference for large shapes. Sparse: every row against the
  * float64 CPU reference on small shapes, else sampled rows (from a compact host copy of the tokens
- * they read), and the whole output scanned for values that cannot be right. Never throws.
+ * they read) and every element against the fp32 GPU sparse reference; the whole output is scanned
+ * for values that cannot be right. Never throws.
  */
 export function runCheckCase(spec: AnyCheckCaseSpec, opts: { kernel: BenchKernel; stream: Stream; seed: number }): CheckCaseResult {
   const seqlens = checkCaseSeqlens(spec, opts.seed);
@@ -95,5 +96,5 @@ function sparseCheck(spec: SparseCheckCaseSpec, seqlens: number[], opts: { kerne
   if (spec.allRows) return checkSparseCase(gc, res, { stream: opts.stream });
   const longest = seqlens.indexOf(Math.max(...seqlens));
   const rows = sampleSparseRows({ b, s_q, h_q, topk, seed: opts.seed + 1, attnSink: gc.attnSinkHost, requests: [longest], maxMacs: SPARSE_SAMPLE_MACS });
-  return checkSparseCase(gc, res, { stream: opts.stream, rows });
+  return checkSparseCase(gc, res, { stream: opts.stream, rows, gpuReference: true });
 }

@@ -37,8 +37,9 @@ reference (FlashMLA's tolerances: out abs 8e-4 or rel 2.01/128 and cosine ≤ 5e
 large shapes on sampled rows, and every element against the fp32 GPU reference.
 Sparse: q ~ N(0,1), KV ~ N(0,1)/10 quantized to the V32 FP8 cache, distinct random indices below each
 length, sinks about 31% +inf and 31% -inf, topkLength on some cases, 0xff poison in every token no index
-points at; every row or sampled rows against the CPU reference (out abs 1e-3 or rel 2.01/128, cosine
-≤ 5e-6), and the whole output scanned for NaN and for empty rows that are not out 0, lse +inf.
+points at; every row or (large shapes) sampled rows against the CPU reference (out abs 1e-3 or rel
+2.01/128, cosine ≤ 5e-6) and every element against the fp32 GPU reference, and the whole output
+scanned for NaN and for empty rows that are not out 0, lse +inf.
 Exit status: 0 all passed, 1 a case failed or no GPU, ${USAGE_EXIT_CODE} bad command line.`;
 
 /** Grids with more cases than this print only their failures and worst passes (unless --verbose). */

@@ -80,3 +80,8 @@ test("countSparseBadElements() wants out 0 and lse +inf exactly in rows without 
   out.fill(0);
   assert.equal(countSparseBadElements({ ...src, topkLength: Int32Array.from([0, 2]) }, out, Float32Array.from([Infinity, Infinity])), 0);
 });
+
+test("checkSparseCase() refuses the fp32 GPU reference for a case on the host", () => {
+  const { input, out, lse } = caseAndOutput({ ...OPTS, b: 1, s_k: 50 });
+  assert.throws(() => checkSparseCase(input, { out, lse }, { gpuReference: true }), /checkSparseCase\(\): argument 'opts.gpuReference': expected a case on the GPU \(with its indices tensor\), got a host case/);
+});
