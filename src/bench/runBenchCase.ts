@@ -16,6 +16,7 @@ import { checkSparseCase } from "./checkSparseCase.js";
 import { makeGpuDenseCase, type GpuDenseCase } from "./makeGpuDenseCase.js";
 import { makeGpuSparseCase, type GpuSparseCase } from "./makeGpuSparseCase.js";
 import { sampleSparseRows } from "./sampleSparseRows.js";
+import { sparseBenchSpec } from "./sparseBenchSpec.js";
 import { timeGpuCalls } from "./timeGpuCalls.js";
 import { timingStats, type TimingStats } from "./timingStats.js";
 
@@ -69,8 +70,6 @@ export interface RunBenchCaseOptions {
 /** The smallest rotation BENCH.md allows, and a cap that keeps setup time sane. */
 const MIN_SETS = 4;
 const MAX_SETS = 16;
-/** The sparse cases' page size (FlashMLA's benchmark uses 64). */
-const SPARSE_BENCH_PAGE = 64;
 
 /** One input set of a case on the GPU, as the timing loop and the check see it. */
 interface InputSet {
@@ -141,10 +140,7 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
             }),
         };
       }
-      const gc = makeGpuSparseCase(
-        { b: c.b, s_q: c.s_q, h_q: c.h_q, topk: c.topk ?? 0, seqlens, pageBlockSize: SPARSE_BENCH_PAGE, withSink: true, withTopkLength: false },
-        { seed: setSeed, stream },
-      );
+      const gc = makeGpuSparseCase(sparseBenchSpec(c, seqlens), { seed: setSeed, stream });
       sparseSets.push(gc);
       return {
         inputBytes: gc.inputBytes,

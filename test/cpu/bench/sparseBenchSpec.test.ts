@@ -1,0 +1,33 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { BENCH_CASES, benchCaseByName } from "../../../bench/cases.js";
+import { benchCaseSeqlens } from "../../../src/bench/benchCaseSeqlens.js";
+import { sparseBenchSpec } from "../../../src/bench/sparseBenchSpec.js";
+
+test("sparseBenchSpec() gives each sparse case FlashMLA's benchmark data: fixed lengths, sink on, no topkLength, pages of 64", () => {
+  const sparse = BENCH_CASES.filter((c) => c.kind === "sparse");
+  assert.deepEqual(sparse.map((c) => c.name), ["sparse-v32", "sparse-v32-h64", "sparse-long-topk", "sparse-h16"]);
+  for (const c of sparse) {
+    const spec = sparseBenchSpec(c, benchCaseSeqlens(c, 1));
+    assert.deepEqual({ ...spec, seqlens: undefined }, { b: 128, s_q: 2, h_q: c.h_q, topk: c.topk, seqlens: undefined, pageBlockSize: 64, withSink: true, withTopkLength: false }, c.name);
+    assert.ok(spec.seqlens.every((n) => n === 32768 && n >= spec.topk), c.name);
+    assert.equal(spec.invalidFraction, undefined);
+    assert.equal(spec.blockPadTokens, undefined);
+  }
+  assert.throws(() => sparseBenchSpec(benchCaseByName("dense-b1")!, [32768]), /sparseBenchSpec\(\): argument 'c': expected a sparse case with a topk, got dense case dense-b1/);
+  assert.throws(() => sparseBenchSpec(benchCaseByName("sparse-h16")!, [1]), /expected 128 lengths/);
+});
+
+test("four input sets of every sparse case fit well within an H200's 141 GB (each set is the whole 2.7 GB cache)", () => {
+  for (const c of BENCH_CASES.filter((x) => x.kind === "sparse")) {
+    const spec = sparseBenchSpec(c, benchCaseSeqlens(c, 1));
+    // As makeGpuSparseCase allocates: q bf16, the FP8 cache with one spare block, the indices.
+    const numBlocks = spec.seqlens.reduce((a, n) => a + Math.ceil(n / 64), 0) + 1;
+    const setBytes = spec.b * spec.s_q * spec.h_q * 576 * 2 + numBlocks * 64 * 656 + spec.b * spec.s_q * spec.topk * 4;
+    assert.ok(setBytes > 2.7e9 && setBytes < 2.9e9, `${c.name}: ${setBytes} B`);
+    // runBenchCase keeps sets within 60 % of the free memory.
+    assert.ok(4 * setBytes < 0.6 * 141e9, c.name);
+    // Token ids stay 32-bit.
+    assert.ok(numBlocks * 64 < 2 ** 31);
+  }
+});
