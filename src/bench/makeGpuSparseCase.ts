@@ -83,17 +83,22 @@ export function makeGpuSparseCase(spec: SparseCaseSpec, opts: { seed: number; st
   for (const [name, v] of [["b", b], ["s_q", s_q], ["h_q", h_q], ["topk", topk], ["pageBlockSize", pageBlockSize]] as const) {
     if (!Number.isInteger(v) || v < 1) throw new ArgumentError(fn, `spec.${name}`, "an integer >= 1", String(v));
   }
+  if (!Array.isArray(spec.seqlens) || spec.seqlens.length !== b || spec.seqlens.some((n) => !Number.isInteger(n) || n < 0)) {
+    throw new ArgumentError(fn, "spec.seqlens", `${b} integers >= 0`, JSON.stringify(spec.seqlens));
+  }
   const blockPadTokens = spec.blockPadTokens ?? 0;
   if (!Number.isInteger(blockPadTokens) || blockPadTokens < 0) throw new ArgumentError(fn, "spec.blockPadTokens", "an integer >= 0", String(blockPadTokens));
   for (const name of ["invalidFraction", "repeat"] as const) {
     const v = spec[name] ?? 0;
     if (!(v >= 0 && v <= 1)) throw new ArgumentError(fn, `spec.${name}`, "a probability in [0, 1]", String(v));
   }
+  // Before any draw: the block permutation alone would take gigabytes.
+  const slotsNeeded = (spec.seqlens.reduce((a, n) => a + Math.ceil(n / pageBlockSize), 0) + 1) * pageBlockSize;
+  if (slotsNeeded > MAX_SLOTS) throw new ArgumentError(fn, "spec.seqlens", `at most ${MAX_SLOTS} slots in all (32-bit token ids)`, `${slotsNeeded} slots`);
   const { seed, stream } = opts;
   const rng = new Rng(seed);
   const layout = drawSparseLayout(rng, { b, seqlens: spec.seqlens, pageBlockSize });
   const numSlots = layout.numBlocks * pageBlockSize;
-  if (numSlots > MAX_SLOTS) throw new ArgumentError(fn, "spec.seqlens", `at most ${MAX_SLOTS} slots in all (32-bit token ids)`, `${numSlots} slots`);
   const qSeed = randomU64(rng);
   const kvSeed = randomU64(rng);
   const draw = drawSparseIndices(rng, layout, { s_q, topk, topkLength: spec.withTopkLength, invalidFraction: spec.invalidFraction ?? 0, repeat: spec.repeat ?? 0 });

@@ -1,8 +1,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { countAttended, referencedSlots } from "../../../src/bench/makeGpuSparseCase.js";
+import { countAttended, makeGpuSparseCase, referencedSlots, type SparseCaseSpec } from "../../../src/bench/makeGpuSparseCase.js";
 import { drawAttnSink, drawSparseIndices, drawSparseLayout, physicalTokenId } from "../../../src/bench/sparseCaseLayout.js";
 import { Rng } from "../../../src/numeric/random.js";
+import type { Stream } from "../../../src/runtime/Stream.js";
 
 test("drawSparseLayout() gives each request its own permuted blocks plus one spare block nobody owns", () => {
   const layout = drawSparseLayout(new Rng(1), { b: 3, seqlens: [130, 0, 64], pageBlockSize: 64 });
@@ -88,4 +89,19 @@ test("drawAttnSink() mixes +inf, −inf and finite sinks about 31/31/38", () => 
   const neg = s.filter((x) => x === -Infinity).length;
   assert.ok(Math.abs(pos - 3100) < 250 && Math.abs(neg - 3100) < 250, `${pos} +inf, ${neg} -inf`);
   assert.ok(s.every((x) => !Number.isNaN(x)));
+});
+
+test("makeGpuSparseCase() checks its spec before touching the GPU", () => {
+  const stream = undefined as unknown as Stream;
+  const spec: SparseCaseSpec = { b: 2, s_q: 1, h_q: 16, topk: 64, seqlens: [100, 100], pageBlockSize: 64, withSink: true, withTopkLength: false };
+  for (const [bad, message] of [
+    [{ topk: 0 }, /makeGpuSparseCase\(\): argument 'spec.topk': expected an integer >= 1, got 0/],
+    [{ seqlens: [100] }, /argument 'spec.seqlens': expected 2 integers >= 0, got \[100\]/],
+    [{ seqlens: [100, -1] }, /argument 'spec.seqlens'/],
+    [{ invalidFraction: 1.5 }, /argument 'spec.invalidFraction': expected a probability in \[0, 1\]/],
+    [{ blockPadTokens: -1 }, /argument 'spec.blockPadTokens'/],
+    [{ seqlens: [2 ** 30, 2 ** 30], pageBlockSize: 1 }, /at most 2147483647 slots in all \(32-bit token ids\), got 2147483649 slots/],
+  ] as const) {
+    assert.throws(() => makeGpuSparseCase({ ...spec, ...bad } as SparseCaseSpec, { seed: 1, stream }), message);
+  }
 });
