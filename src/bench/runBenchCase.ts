@@ -162,7 +162,7 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
     for (let s = 1; s < count; s++) sets.push(makeSet(s));
     if (c.kind === "sparse") {
       const avg = (f: (g: GpuSparseCase) => number) => sparseSets.reduce((a, g) => a + f(g), 0) / sparseSets.length;
-      model = { kind: "sparse", b: c.b, h_q: c.h_q, s_q: c.s_q, nAttended: avg((g) => g.nAttended), nUnique: avg((g) => g.nUnique) };
+      model = { kind: "sparse", b: c.b, h_q: c.h_q, s_q: c.s_q, topk: c.topk, nAttended: avg((g) => g.nAttended), nUnique: avg((g) => g.nUnique) };
       cost = mlaCost(model);
     }
 
