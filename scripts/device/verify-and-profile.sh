@@ -3,7 +3,8 @@
 # root on the GPU host, after `bash ../shared/gpu/bundle.sh` here and with carry [".gpu", "dist"]):
 #   bash scripts/device/verify-and-profile.sh $OUT
 # 1. the GPU suite (dense grid in quick mode; includes the sparse kernel and seesaw_fast tests),
-# 2. bench of the dense headline cases for seesaw and seesaw_fast,
+# 2. bench of the dense headline cases for seesaw and seesaw_fast, and of the sparse cases with and
+#    without crossover,
 # 3. a source-level Nsight Compute profile of the seesaw kernel at dense-compute (which instructions
 #    the warps stall on), as CSV.
 set -u
@@ -15,6 +16,10 @@ echo "test-gpu rc=$?"; grep -E "^# (tests|pass|fail|skipped)|^not ok|^    not ok
 for k in dense_seesaw dense_seesaw_fast; do
   timeout 120 bash -c "bash .gpu/enter.sh node dist/src/cli/cli.js bench --kernel $k --json $out/bench-$k.json" > "$out/bench-$k.txt" 2>&1
   echo "bench $k rc=$?"; grep -E "dense-" "$out/bench-$k.txt" | cut -c1-110
+done
+for k in sparse_v1 sparse_crossover; do
+  timeout 150 bash -c "bash .gpu/enter.sh node dist/src/cli/cli.js bench --case sparse-v32 sparse-v32-h64 sparse-long-topk sparse-h16 --kernel $k --json $out/bench-$k.json" > "$out/bench-$k.txt" 2>&1
+  echo "bench $k rc=$?"; grep -E "sparse-" "$out/bench-$k.txt" | cut -c1-110
 done
 timeout 200 ncu --clock-control none --kernel-name regex:mla_dense_seesaw_bf16 --launch-count 1 --section WarpStateStats \
   --section SourceCounters --import-source yes -o "$out/seesaw" -f \
