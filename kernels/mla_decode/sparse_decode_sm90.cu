@@ -60,66 +60,76 @@ __device__ __forceinline__ void dequant4(uint32_t w, __nv_bfloat162 scale, uint3
   hi = *reinterpret_cast<uint32_t*>(&b23);
 }
 
-// The producer: thread t handles token t/2 of each block, dims [256·(t%2), +256) and RoPE dims
-// [512 + 32·(t%2), +32).
-__device__ __forceinline__ void producer(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx) {
-  const int t = threadIdx.x - CONSUMER_THREADS, token = t / 2, half = t % 2;
+// Sixteen e4m3 values (one 16-byte load) -> two 16-byte chunks of bf16.
+__device__ __forceinline__ void dequant16(uint4 raw, __nv_bfloat162 scale, uint4& a, uint4& b) {
+  dequant4(raw.x, scale, a.x, a.y);
+  dequant4(raw.y, scale, a.z, a.w);
+  dequant4(raw.z, scale, b.x, b.y);
+  dequant4(raw.w, scale, b.z, b.w);
+}
+
+// Walks the 64-index blocks of this CTA's part in the order the consumers take them, calling
+// f(it, blk, len, idx_row): `it` counts blocks across requests (it picks the buffer and the phase).
+template <typename F>
+__device__ __forceinline__ void for_each_block(const SparseParams& p, const SchedMeta& meta, int s_idx, F&& f) {
   int it = 0;
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
     const int len = request_length(p, req);
     const int start_blk = req == meta.begin_req_idx ? meta.begin_block_idx : 0;
     const int end_blk = req == meta.end_req_idx ? meta.end_block_idx : num_kv_blocks(len);
     const int* idx_row = p.indices + req * p.indices_batch_stride + s_idx * p.indices_token_stride;
-    for (int blk = start_blk; blk < end_blk; ++blk, ++it) {
-      const int stage = it % 2;
-      const int pos = blk * BLOCK_N + token;
-      const int id = pos < len ? idx_row[pos] : -1;
-      const bool valid = id >= 0 && id < p.num_slots;
-      uint8_t* kb = sm.k[stage];
-      const uint8_t* src = p.kv + static_cast<long long>(valid ? id / p.page_block_size : 0) * p.kv_block_stride +
-                           static_cast<long long>(valid ? id % p.page_block_size : 0) * TOKEN_BYTES;
-      // Four batches of four 16-byte loads (64 values, half a scale tile each) keep the producer within
-      // its registers; the first batch is in flight while this thread waits for the buffer to be free.
-      uint4 raw[4];
-      float2 scales = make_float2(0.0f, 0.0f);
-      if (valid) {
-#pragma unroll
-        for (int k = 0; k < 4; ++k) raw[k] = ptx::ld_nc_v4(src + half * 256 + 16 * k);
-        scales = *reinterpret_cast<const float2*>(src + 512 + 8 * half);
-      }
-      ptx::mbarrier_wait(&sm.kempty[stage], ((it / 2) & 1) ^ 1);  // both consumers are done with this buffer
-#pragma unroll
-      for (int batch = 0; batch < 4; ++batch) {
-        if (valid && batch > 0) {
-#pragma unroll
-          for (int k = 0; k < 4; ++k) raw[k] = ptx::ld_nc_v4(src + half * 256 + 64 * batch + 16 * k);
-        }
-        const __nv_bfloat162 sc = __float2bfloat162_rn(batch < 2 ? scales.x : scales.y);
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          uint4 a = make_uint4(0, 0, 0, 0), b = make_uint4(0, 0, 0, 0);
-          if (valid) {
-            dequant4(raw[k].x, sc, a.x, a.y);
-            dequant4(raw[k].y, sc, a.z, a.w);
-            dequant4(raw[k].z, sc, b.x, b.y);
-            dequant4(raw[k].w, sc, b.z, b.w);
-          }
-          const int d = half * 256 + batch * 64 + 16 * k;  // first dim of these 16 values
-          uint8_t* tile = kb + (d / 64) * TILE_BYTES;
-          *reinterpret_cast<uint4*>(tile + sw128(token, (d % 64) / 8)) = a;
-          *reinterpret_cast<uint4*>(tile + sw128(token, (d % 64) / 8 + 1)) = b;
-        }
-      }
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {  // RoPE dims 512 + 32·half .. +32 stay bf16
-        const uint4 r = valid ? ptx::ld_nc_v4(src + 528 + half * 64 + 16 * k) : make_uint4(0, 0, 0, 0);
-        *reinterpret_cast<uint4*>(kb + 8 * TILE_BYTES + sw128(token, 4 * half + k)) = r;
-      }
-      if (half == 0) sm.valid[stage][token] = valid ? 1 : 0;
-      ptx::fence_proxy_async_smem();  // the consumers' wgmma reads these generic writes
-      ptx::mbarrier_arrive(&sm.kfull[stage]);
-    }
+    for (int blk = start_blk; blk < end_blk; ++blk, ++it) f(it, blk, len, idx_row);
   }
+}
+
+// The producer: thread t handles token t/2 of each block, dims [256·(t%2), +256) and RoPE dims
+// [512 + 32·(t%2), +32).
+__device__ __forceinline__ void producer(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx) {
+  const int t = threadIdx.x - CONSUMER_THREADS, token = t / 2, half = t % 2;
+  for_each_block(p, meta, s_idx, [&](int it, int blk, int len, const int* idx_row) {
+    const int stage = it % 2;
+    const int pos = blk * BLOCK_N + token;
+    const int id = pos < len ? idx_row[pos] : -1;
+    const bool valid = id >= 0 && id < p.num_slots;
+    uint8_t* kb = sm.k[stage];
+    const uint8_t* src = p.kv + static_cast<long long>(valid ? id / p.page_block_size : 0) * p.kv_block_stride +
+                         static_cast<long long>(valid ? id % p.page_block_size : 0) * TOKEN_BYTES;
+    // Four batches of four 16-byte loads (64 values, half a scale tile each) keep the producer within
+    // its registers; the first batch is in flight while this thread waits for the buffer to be free.
+    uint4 raw[4];
+    float2 scales = make_float2(0.0f, 0.0f);
+    if (valid) {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) raw[k] = ptx::ld_nc_v4(src + half * 256 + 16 * k);
+      scales = *reinterpret_cast<const float2*>(src + 512 + 8 * half);
+    }
+    ptx::mbarrier_wait(&sm.kempty[stage], ((it / 2) & 1) ^ 1);  // both consumers are done with this buffer
+#pragma unroll
+    for (int batch = 0; batch < 4; ++batch) {
+      if (valid && batch > 0) {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) raw[k] = ptx::ld_nc_v4(src + half * 256 + 64 * batch + 16 * k);
+      }
+      const __nv_bfloat162 sc = __float2bfloat162_rn(batch < 2 ? scales.x : scales.y);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        uint4 a = make_uint4(0, 0, 0, 0), b = make_uint4(0, 0, 0, 0);
+        if (valid) dequant16(raw[k], sc, a, b);
+        const int d = half * 256 + batch * 64 + 16 * k;  // first dim of these 16 values
+        uint8_t* tile = kb + (d / 64) * TILE_BYTES;
+        *reinterpret_cast<uint4*>(tile + sw128(token, (d % 64) / 8)) = a;
+        *reinterpret_cast<uint4*>(tile + sw128(token, (d % 64) / 8 + 1)) = b;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {  // RoPE dims 512 + 32·half .. +32 stay bf16
+      const uint4 r = valid ? ptx::ld_nc_v4(src + 528 + half * 64 + 16 * k) : make_uint4(0, 0, 0, 0);
+      *reinterpret_cast<uint4*>(kb + 8 * TILE_BYTES + sw128(token, 4 * half + k)) = r;
+    }
+    if (half == 0) sm.valid[stage][token] = valid ? 1 : 0;
+    ptx::fence_proxy_async_smem();  // the consumers' wgmma reads these generic writes
+    ptx::mbarrier_arrive(&sm.kfull[stage]);
+  });
 }
 
 // The crossover producer (h_q = 128: a cluster of the two 64-head CTAs of one query token). CTA `rank`
@@ -132,62 +142,50 @@ __device__ __forceinline__ void producer_crossover(const SparseParams& p, Smem& 
   const int t = threadIdx.x - CONSUMER_THREADS, q4 = t % 4;
   const uint32_t rank = ptx::cluster_ctarank(), peer = rank ^ 1u;
   const int token = 32 * static_cast<int>(rank) + t / 4;
-  int it = 0;
-  for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
-    const int len = request_length(p, req);
-    const int start_blk = req == meta.begin_req_idx ? meta.begin_block_idx : 0;
-    const int end_blk = req == meta.end_req_idx ? meta.end_block_idx : num_kv_blocks(len);
-    const int* idx_row = p.indices + req * p.indices_batch_stride + s_idx * p.indices_token_stride;
-    for (int blk = start_blk; blk < end_blk; ++blk, ++it) {
-      const int stage = it % 2;
-      // Both CTAs read the same index row, so each can set all 64 valid flags itself.
-      const int pos_flag = blk * BLOCK_N + t;
-      const int id_flag = t < 64 && pos_flag < len ? idx_row[pos_flag] : -1;
-      const int pos = blk * BLOCK_N + token;
-      const int id = pos < len ? idx_row[pos] : -1;
-      const bool valid = id >= 0 && id < p.num_slots;
-      const uint8_t* src = p.kv + static_cast<long long>(valid ? id / p.page_block_size : 0) * p.kv_block_stride +
-                           static_cast<long long>(valid ? id % p.page_block_size : 0) * TOKEN_BYTES;
-      uint4 raw[8], rope[2];
-      float scale = 0.0f;
-      if (valid) {
+  for_each_block(p, meta, s_idx, [&](int it, int blk, int len, const int* idx_row) {
+    const int stage = it % 2;
+    // Both CTAs read the same index row, so each can set all 64 valid flags itself.
+    const int pos_flag = blk * BLOCK_N + t;
+    const int id_flag = t < 64 && pos_flag < len ? idx_row[pos_flag] : -1;
+    const int pos = blk * BLOCK_N + token;
+    const int id = pos < len ? idx_row[pos] : -1;
+    const bool valid = id >= 0 && id < p.num_slots;
+    const uint8_t* src = p.kv + static_cast<long long>(valid ? id / p.page_block_size : 0) * p.kv_block_stride +
+                         static_cast<long long>(valid ? id % p.page_block_size : 0) * TOKEN_BYTES;
+    uint4 raw[8], rope[2];
+    float scale = 0.0f;
+    if (valid) {
 #pragma unroll
-        for (int k = 0; k < 8; ++k) raw[k] = ptx::ld_nc_v4(src + 128 * q4 + 16 * k);
+      for (int k = 0; k < 8; ++k) raw[k] = ptx::ld_nc_v4(src + 128 * q4 + 16 * k);
 #pragma unroll
-        for (int k = 0; k < 2; ++k) rope[k] = ptx::ld_nc_v4(src + 528 + 32 * q4 + 16 * k);
-        scale = reinterpret_cast<const float*>(src + 512)[q4];
-      }
-      ptx::mbarrier_wait_cluster(&sm.kempty[stage], ((it / 2) & 1) ^ 1);
-      uint8_t* kb = sm.k[stage];
-      const uint32_t remote_kb = ptx::mapa_shared(ptx::smem_addr(kb), peer);
-      const uint32_t remote_bar = ptx::mapa_shared(ptx::smem_addr(&sm.kfull[stage]), peer);
-      const __nv_bfloat162 sc = __float2bfloat162_rn(scale);
-      auto put = [&](int offset, uint4 v) {
-        *reinterpret_cast<uint4*>(kb + offset) = v;
-        ptx::st_async_v4(remote_kb + offset, v, remote_bar);
-      };
-#pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        uint4 a = make_uint4(0, 0, 0, 0), b = make_uint4(0, 0, 0, 0);
-        if (valid) {
-          dequant4(raw[k].x, sc, a.x, a.y);
-          dequant4(raw[k].y, sc, a.z, a.w);
-          dequant4(raw[k].z, sc, b.x, b.y);
-          dequant4(raw[k].w, sc, b.z, b.w);
-        }
-        const int d = 128 * q4 + 16 * k;
-        put((d / 64) * TILE_BYTES + sw128(token, (d % 64) / 8), a);
-        put((d / 64) * TILE_BYTES + sw128(token, (d % 64) / 8 + 1), b);
-      }
-#pragma unroll
-      for (int k = 0; k < 2; ++k) put(8 * TILE_BYTES + sw128(token, 2 * q4 + k), valid ? rope[k] : make_uint4(0, 0, 0, 0));
-      if (t < 64) sm.valid[stage][t] = id_flag >= 0 && id_flag < p.num_slots ? 1 : 0;
-      ptx::fence_proxy_async_smem();
-      // One arrival per local thread; thread 0's also expects the 32 tokens x 1152 B the peer sends.
-      if (t == 0) ptx::mbarrier_arrive_expect_tx(&sm.kfull[stage], 32 * D_QK * 2);
-      else ptx::mbarrier_arrive(&sm.kfull[stage]);
+      for (int k = 0; k < 2; ++k) rope[k] = ptx::ld_nc_v4(src + 528 + 32 * q4 + 16 * k);
+      scale = reinterpret_cast<const float*>(src + 512)[q4];
     }
-  }
+    ptx::mbarrier_wait_cluster(&sm.kempty[stage], ((it / 2) & 1) ^ 1);
+    uint8_t* kb = sm.k[stage];
+    const uint32_t remote_kb = ptx::mapa_shared(ptx::smem_addr(kb), peer);
+    const uint32_t remote_bar = ptx::mapa_shared(ptx::smem_addr(&sm.kfull[stage]), peer);
+    const __nv_bfloat162 sc = __float2bfloat162_rn(scale);
+    auto put = [&](int offset, uint4 v) {
+      *reinterpret_cast<uint4*>(kb + offset) = v;
+      ptx::st_async_v4(remote_kb + offset, v, remote_bar);
+    };
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      uint4 a = make_uint4(0, 0, 0, 0), b = make_uint4(0, 0, 0, 0);
+      if (valid) dequant16(raw[k], sc, a, b);
+      const int d = 128 * q4 + 16 * k;
+      put((d / 64) * TILE_BYTES + sw128(token, (d % 64) / 8), a);
+      put((d / 64) * TILE_BYTES + sw128(token, (d % 64) / 8 + 1), b);
+    }
+#pragma unroll
+    for (int k = 0; k < 2; ++k) put(8 * TILE_BYTES + sw128(token, 2 * q4 + k), valid ? rope[k] : make_uint4(0, 0, 0, 0));
+    if (t < 64) sm.valid[stage][t] = id_flag >= 0 && id_flag < p.num_slots ? 1 : 0;
+    ptx::fence_proxy_async_smem();
+    // One arrival per local thread; thread 0's also expects the 32 tokens x 1152 B the peer sends.
+    if (t == 0) ptx::mbarrier_arrive_expect_tx(&sm.kfull[stage], 32 * D_QK * 2);
+    else ptx::mbarrier_arrive(&sm.kfull[stage]);
+  });
 }
 
 template <typename T>

@@ -6,7 +6,8 @@ import { TensorMap } from "../runtime/TensorMap.js";
 import { checkSameDevice, checkScalar, checkTensor } from "./checkTensor.js";
 import { decodeKernels } from "./decodeKernels.js";
 import { MlaSchedMeta, type MlaSchedConfig } from "./MlaSchedMeta.js";
-import { CombineParamsStruct, DenseParamsStruct, SchedParamsStruct } from "./params.js";
+import { DenseParamsStruct, SchedParamsStruct } from "./params.js";
+import { launchCombine } from "./launchCombine.js";
 import { numSmPartsDense, numSplitSlots, SCHED_META_INTS } from "./schedule.js";
 import { isSparseCall, refuseSparseCall } from "./sparseArgs.js";
 
@@ -245,23 +246,6 @@ export function flashMlaWithKvcache(args: FlashMlaWithKvcacheArgs): FlashMlaResu
     main.launch({ grid, block: 384, sharedMemBytes: k.denseSmemBytes, stream }, [{ kind: "bytes", value: params }]);
   }
 
-  const combineParams = CombineParamsStruct.pack({
-    o_accum: meta.oAccum!.ptr,
-    lse_accum: meta.lseAccum!.ptr,
-    num_splits: meta.numSplits!.ptr,
-    out: out.ptr,
-    lse: lse.ptr,
-    attn_sink: 0n,
-    b: shape.b,
-    s_q: shape.s_q,
-    h_q: shape.h_q,
-    h_kv: shape.h_kv,
-    heads_per_kv,
-    rows_per_kv,
-    num_split_slots: meta.numSplitSlots,
-    pad0: 0,
-  });
-  const combine = q.dtype === "bf16" ? k.combineBf16 : k.combineFp16;
-  combine.launch({ grid: [rows_per_kv, shape.h_kv, shape.b], block: 128, stream, pdl: true }, [{ kind: "bytes", value: combineParams }]);
+  launchCombine(k, meta, shape, out, lse, stream);
   return { out, lse };
 }

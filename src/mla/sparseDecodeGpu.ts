@@ -3,7 +3,8 @@ import { Device } from "../runtime/Device.js";
 import { Tensor } from "../runtime/Tensor.js";
 import { decodeKernels } from "./decodeKernels.js";
 import type { FlashMlaResult, FlashMlaWithKvcacheArgs } from "./flashMlaWithKvcache.js";
-import { CombineParamsStruct, SchedParamsStruct, SparseParamsStruct } from "./params.js";
+import { SchedParamsStruct, SparseParamsStruct } from "./params.js";
+import { launchCombine } from "./launchCombine.js";
 import { numSmPartsSparse, numSplitSlots, SCHED_META_INTS } from "./schedule.js";
 import { validateSparseArgs } from "./sparseArgs.js";
 
@@ -116,22 +117,6 @@ export function sparseDecodeGpu(args: FlashMlaWithKvcacheArgs, opts: SparseDecod
     },
     [{ kind: "bytes", value: params }],
   );
-  const combine = CombineParamsStruct.pack({
-    o_accum: meta.oAccum!.ptr,
-    lse_accum: meta.lseAccum!.ptr,
-    num_splits: meta.numSplits!.ptr,
-    out: out.ptr,
-    lse: lse.ptr,
-    attn_sink: sink,
-    b: shape.b,
-    s_q: shape.s_q,
-    h_q: shape.h_q,
-    h_kv: 1,
-    heads_per_kv: shape.h_q,
-    rows_per_kv: rows,
-    num_split_slots: meta.numSplitSlots,
-    pad0: 0,
-  });
-  k.combineBf16.launch({ grid: [rows, 1, shape.b], block: 128, stream, pdl: true }, [{ kind: "bytes", value: combine }]);
+  launchCombine(k, meta, { b: shape.b, s_q: shape.s_q, h_q: shape.h_q, h_kv: 1 }, out, lse, stream, args.attnSink);
   return { out, lse };
 }
