@@ -172,3 +172,19 @@ test("compareTensors() rejects mismatched lengths, shapes and tolerances with Ar
     /argument 'opts.roundReferenceTo'/,
   );
 });
+
+test("roundF32ArrayToBf16Values() equals per-element bf16 rounding on ties, NaN, inf and random bit patterns", async () => {
+  const { roundF32ArrayToBf16Values } = await import("../../../src/numeric/compare.js");
+  const { bf16BitsToF32, f64ToBf16Bits } = await import("../../../src/numeric/bf16.js");
+  const { Rng } = await import("../../../src/numeric/random.js");
+  const rng = new Rng(77);
+  const bits = new Uint32Array(200_000);
+  for (let i = 0; i < bits.length; i++) bits[i] = rng.nextU32();
+  // Ties to even both ways, the largest finite value (rounds to inf), infinities, NaNs, -0.
+  [0x3f808000, 0x3f818000, 0x7f7fffff, 0x7f800000, 0xff800000, 0x7fc00001, 0xffc00000, 0x80000000].forEach((b, i) => (bits[i] = b));
+  const src = new Float32Array(bits.buffer);
+  const got = new Uint32Array(roundF32ArrayToBf16Values(src).buffer);
+  const want = new Uint32Array(Float32Array.from(src, (x) => bf16BitsToF32(f64ToBf16Bits(x))).buffer);
+  const bad = got.findIndex((g, i) => g !== want[i]);
+  assert.equal(bad, -1, `bits 0x${bits[bad]?.toString(16)}: got 0x${got[bad]?.toString(16)}, want 0x${want[bad]?.toString(16)}`);
+});
