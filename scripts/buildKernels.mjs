@@ -2,7 +2,7 @@
 // Builds every kernel source under kernels/ into dist/kernels/<name>.cubin for sm_90a with nvcc and writes
 // dist/kernels/manifest.json: nvcc version, source and cubin hashes, and per function the registers,
 // shared memory, stack and spills that ptxas -v reports. Usage: node scripts/buildKernels.mjs [--strict]
-// (--strict fails the build when any function spills or uses local memory).
+// (--strict fails the build when any function spills, uses local memory, or has its wgmma serialized).
 import { execFileSync, execFile } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, readdirSync, writeFileSync, statSync } from "node:fs";
@@ -69,6 +69,12 @@ export function parsePtxasReport(text) {
     m = line.match(/(\d+) bytes smem/);
     if (m) fns[current].sharedBytes = +m[1];
   }
+  // (C7520) "wgmma.mma_async instructions are serialized ... in the function 'name'": every wgmma then
+  // waits for the previous one, about halving the tensor-core rate. Its line names the function.
+  for (const m of text.matchAll(/C7520\)[^\n]*function '([^']+)'/g)) {
+    fns[m[1]] ??= { registers: 0, sharedBytes: 0, stackBytes: 0, spillStores: 0, spillLoads: 0 };
+    fns[m[1]].wgmmaSerialized = true;
+  }
   return fns;
 }
 
@@ -112,9 +118,10 @@ async function main() {
       };
       for (const [fn, r] of Object.entries(functions)) {
         const spill = r.spillStores + r.spillLoads + r.stackBytes;
-        const note = spill ? `  SPILLS/STACK: ${r.spillStores}B st, ${r.spillLoads}B ld, ${r.stackBytes}B stack` : "";
+        let note = spill ? `  SPILLS/STACK: ${r.spillStores}B st, ${r.spillLoads}B ld, ${r.stackBytes}B stack` : "";
+        if (r.wgmmaSerialized) note += "  WGMMA SERIALIZED (ptxas C7520)";
         console.log(`  ${name}:${fn}  regs ${r.registers}  smem ${r.sharedBytes}${note}`);
-        if (spill && strict) failed = true;
+        if ((spill || r.wgmmaSerialized) && strict) failed = true;
       }
       console.log(`built ${name}.cubin (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
     }

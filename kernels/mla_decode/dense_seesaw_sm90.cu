@@ -276,7 +276,11 @@ __device__ __forceinline__ void load_tiles(const DenseParams& p, Smem& sm, const
 
 template <typename T, bool FAST>
 __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const SchedMeta& meta, int m_block, int hk) {
-  const int tid = threadIdx.x, wg = tid / 128, t128 = tid % 128, warp_in_wg = t128 / 32, lane = tid % 32;
+  // wg comes from a shuffle so ptxas can see it is warp-uniform: with a plain threadIdx.x / 128 it treats
+  // the W0/W1 branches as divergent, injects warpgroup.arrive there and serializes every wgmma (C7520),
+  // which halves the tensor-core rate.
+  const int tid = threadIdx.x, wg = __shfl_sync(0xFFFFFFFFu, static_cast<int>(threadIdx.x / 128), 0);
+  const int t128 = tid % 128, warp_in_wg = t128 / 32, lane = tid % 32;
   const uint64_t policy = ptx::policy_evict_first();
   uint32_t phase = 0;  // flips once per iteration (pair of blocks) for every barrier
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
