@@ -1,7 +1,8 @@
-import { Module } from "../../src/runtime/Module.js";
-import { Tensor } from "../../src/runtime/Tensor.js";
+import { makeGpuDenseCase } from "../../src/bench/makeGpuDenseCase.js";
 import { Rng } from "../../src/numeric/random.js";
-import { drawDenseLayout, NAN_HALF_BITS, type DenseCase, type DenseCaseOptions } from "./makeDecodeCase.js";
+import { Stream } from "../../src/runtime/Stream.js";
+import { Tensor } from "../../src/runtime/Tensor.js";
+import { drawDenseLayout, type DenseCase, type DenseCaseOptions } from "./makeDecodeCase.js";
 
 /** A dense case whose tensors live on the GPU. `host` is set when it was made on the host. */
 export interface GpuDenseCase {
@@ -31,41 +32,21 @@ export function uploadDenseCase(c: DenseCase): GpuDenseCase {
   };
 }
 
-let fillModule: Module | undefined;
-function fill(): Module {
-  fillModule ??= Module.load("test_fill");
-  return fillModule;
-}
+let stream: Stream | undefined;
 
 /**
  * The same kind of case as makeDenseCase (FlashMLA's data: N(0,1)/10 clamped to [-1, 1], permuted block
- * table, NaN in every slot no request owns) but with q and the cache drawn on the GPU: FlashMLA's larger
- * shapes hold billions of values. Lengths and block table come from the host Rng as in makeDenseCase.
+ * table, NaN in every slot no request owns) but drawn on the GPU by the benchmark's case builder:
+ * FlashMLA's larger shapes hold billions of values. The lengths come from the host Rng as in
+ * makeDenseCase; the case is ready (its stream synchronized) when this returns.
  */
 export function makeDenseCaseGpu(opts: DenseCaseOptions): GpuDenseCase {
-  const { seed, b, s_q, h_q, h_kv, causal, dtype } = opts;
-  const rng = new Rng(seed);
-  const layout = drawDenseLayout(rng, opts);
-  const isFp16 = dtype === "fp16" ? 1 : 0;
-  const q = Tensor.emptyDevice([b, s_q, h_q, 576], dtype);
-  const kCache = Tensor.emptyDevice([layout.num_blocks, 64, h_kv, 576], dtype);
-  const blockTable = Tensor.toDevice(Tensor.fromHost(layout.block_table, [b, layout.max_blocks], "i32"));
-  const cacheSeqlens = Tensor.toDevice(Tensor.fromHost(Int32Array.from(layout.seqlens), [b], "i32"));
-  const m = fill();
-  m.getFunction("fill_normal_half").launch({ grid: 1024, block: 256 }, [
-    { kind: "ptr", value: q.ptr }, { kind: "u64", value: BigInt(q.numel) }, { kind: "u64", value: BigInt(seed * 2 + 1) },
-    { kind: "f32", value: 0.1 }, { kind: "f32", value: 1 }, { kind: "i32", value: isFp16 },
-  ]);
-  kCache.buffer!.memset32((NAN_HALF_BITS << 16) | NAN_HALF_BITS);
-  const maxLen = Math.max(1, ...layout.seqlens);
-  m.getFunction("fill_kv_used_slots").launch({ grid: [Math.min(maxLen, 2048), b, 1], block: 256 }, [
-    { kind: "ptr", value: kCache.ptr }, { kind: "ptr", value: blockTable.ptr }, { kind: "ptr", value: cacheSeqlens.ptr },
-    { kind: "i32", value: layout.max_blocks }, { kind: "i32", value: h_kv }, { kind: "u64", value: BigInt(seed * 2 + 2) },
-    { kind: "f32", value: 0.1 }, { kind: "f32", value: 1 }, { kind: "i32", value: isFp16 },
-  ]);
+  const { seqlens } = drawDenseLayout(new Rng(opts.seed), opts);
+  stream ??= Stream.create();
+  const c = makeGpuDenseCase({ b: opts.b, s_q: opts.s_q, h_q: opts.h_q, h_kv: opts.h_kv, seqlens, causal: opts.causal, dtype: opts.dtype }, { seed: opts.seed, stream });
   return {
-    q, kCache, blockTable, cacheSeqlens, causal,
-    softmaxScale: 1 / Math.sqrt(576), headDimV: 512, seqlens: layout.seqlens, blockTableHost: layout.block_table,
-    dispose() { for (const t of [q, kCache, blockTable, cacheSeqlens]) t.dispose(); },
+    q: c.q, kCache: c.kCache, blockTable: c.blockTable, cacheSeqlens: c.cacheSeqlens,
+    causal: c.causal, softmaxScale: c.softmaxScale, headDimV: 512, seqlens: [...c.seqlens], blockTableHost: c.blockTableHost,
+    dispose: () => c.dispose(),
   };
 }
