@@ -1,6 +1,5 @@
-import { check } from "../driver/check.js";
 import { NoGpuError } from "../errors/NoGpuError.js";
-import { Device, driverOn } from "../runtime/Device.js";
+import { Device } from "../runtime/Device.js";
 import { hopperSupport } from "../runtime/hopperSupport.js";
 import type { Kernel } from "../runtime/Kernel.js";
 import { Module } from "../runtime/Module.js";
@@ -30,15 +29,24 @@ export interface DecodeKernels {
 
 const cache = new Map<number, DecodeKernels>();
 
-function readInt32Global(mod: Module, name: string, deviceOrdinal: number): Int32Array {
-  const { ptr, sizeBytes } = mod.getGlobal(name);
-  const out = new Int32Array(sizeBytes / 4);
-  check(driverOn(deviceOrdinal).cuMemcpyDtoH_v2(out, ptr, sizeBytes), "cuMemcpyDtoH_v2");
-  return out;
+function readInt32Global(mod: Module, name: string): Int32Array {
+  const bytes = mod.readGlobal(name);
+  return new Int32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
 }
 
-function checked(mod: Module, layoutSymbol: string, struct: CStruct<string>, deviceOrdinal: number): void {
-  struct.checkLayout(readInt32Global(mod, layoutSymbol, deviceOrdinal));
+/** Loads one cubin and checks each params table it exports against its host mirror. */
+function loadChecked(name: string, deviceOrdinal: number, layouts: ReadonlyArray<readonly [string, CStruct<string>]>): Module {
+  const mod = Module.load(name, { deviceOrdinal });
+  for (const [symbol, struct] of layouts) struct.checkLayout(readInt32Global(mod, symbol));
+  return mod;
+}
+
+/** The entry points of a module that share one dynamic shared-memory size (the module's `smemSymbol`), raised to it. */
+function withSmem(mod: Module, smemSymbol: string, names: readonly string[]): { kernels: Kernel[]; smemBytes: number } {
+  const smemBytes = readInt32Global(mod, smemSymbol)[0];
+  const kernels = names.map((n) => mod.getFunction(n));
+  for (const k of kernels) k.maxDynamicSharedMemory = smemBytes;
+  return { kernels, smemBytes };
 }
 
 /**
@@ -51,52 +59,42 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
   // Before any cubin is read: on another GPU the driver's refusal would not say what to do.
   const support = hopperSupport(Device.get(deviceOrdinal));
   if (!support.ok) throw new NoGpuError(support.reason);
-  const sched = Module.load("sched_meta", { deviceOrdinal });
-  checked(sched, "sched_params_layout", SchedParamsStruct, deviceOrdinal);
-  const dense = Module.load("dense_decode_sm90", { deviceOrdinal });
-  checked(dense, "dense_params_layout", DenseParamsStruct, deviceOrdinal);
-  const seesaw = Module.load("dense_seesaw_sm90", { deviceOrdinal });
-  checked(seesaw, "dense_seesaw_params_layout", DenseParamsStruct, deviceOrdinal);
-  const sparse = Module.load("sparse_decode_sm90", { deviceOrdinal });
-  checked(sparse, "sparse_params_layout", SparseParamsStruct, deviceOrdinal);
-  const combine = Module.load("combine", { deviceOrdinal });
-  checked(combine, "combine_params_layout", CombineParamsStruct, deviceOrdinal);
-  const fp8 = Module.load("fp8_kv_writer", { deviceOrdinal });
-  checked(fp8, "fp8_kv_write_params_layout", Fp8KvWriteParamsStruct, deviceOrdinal);
-  const ref = Module.load("reference_fp32", { deviceOrdinal });
-  checked(ref, "ref_params_layout", RefParamsStruct, deviceOrdinal);
-  checked(ref, "sparse_ref_params_layout", SparseRefParamsStruct, deviceOrdinal);
+  const d = deviceOrdinal;
+  const sched = loadChecked("sched_meta", d, [["sched_params_layout", SchedParamsStruct]]);
+  const dense = loadChecked("dense_decode_sm90", d, [["dense_params_layout", DenseParamsStruct]]);
+  const seesaw = loadChecked("dense_seesaw_sm90", d, [["dense_seesaw_params_layout", DenseParamsStruct]]);
+  const sparse = loadChecked("sparse_decode_sm90", d, [["sparse_params_layout", SparseParamsStruct]]);
+  const combine = loadChecked("combine", d, [["combine_params_layout", CombineParamsStruct]]);
+  const fp8 = loadChecked("fp8_kv_writer", d, [["fp8_kv_write_params_layout", Fp8KvWriteParamsStruct]]);
+  const ref = loadChecked("reference_fp32", d, [["ref_params_layout", RefParamsStruct], ["sparse_ref_params_layout", SparseRefParamsStruct]]);
 
-  const denseSmemBytes = readInt32Global(dense, "mla_dense_decode_smem_bytes", deviceOrdinal)[0];
-  const seesawSmemBytes = readInt32Global(seesaw, "mla_dense_seesaw_smem_bytes", deviceOrdinal)[0];
-  const sparseSmemBytes = readInt32Global(sparse, "mla_sparse_decode_smem_bytes", deviceOrdinal)[0];
+  const v1 = withSmem(dense, "mla_dense_decode_smem_bytes", ["mla_dense_decode_bf16_sm90", "mla_dense_decode_fp16_sm90"]);
+  const ss = withSmem(seesaw, "mla_dense_seesaw_smem_bytes", [
+    "mla_dense_seesaw_bf16_sm90",
+    "mla_dense_seesaw_fp16_sm90",
+    "mla_dense_seesaw_fast_bf16_sm90",
+    "mla_dense_seesaw_fast_fp16_sm90",
+  ]);
+  const sp = withSmem(sparse, "mla_sparse_decode_smem_bytes", ["mla_sparse_decode_bf16_sm90", "mla_sparse_decode_crossover_bf16_sm90"]);
   const k: DecodeKernels = {
     sched: sched.getFunction("mla_sched_meta"),
-    denseBf16: dense.getFunction("mla_dense_decode_bf16_sm90"),
-    denseFp16: dense.getFunction("mla_dense_decode_fp16_sm90"),
-    denseSmemBytes,
-    seesawBf16: seesaw.getFunction("mla_dense_seesaw_bf16_sm90"),
-    seesawFp16: seesaw.getFunction("mla_dense_seesaw_fp16_sm90"),
-    seesawFastBf16: seesaw.getFunction("mla_dense_seesaw_fast_bf16_sm90"),
-    seesawFastFp16: seesaw.getFunction("mla_dense_seesaw_fast_fp16_sm90"),
-    seesawSmemBytes,
-    sparseBf16: sparse.getFunction("mla_sparse_decode_bf16_sm90"),
-    sparseCrossoverBf16: sparse.getFunction("mla_sparse_decode_crossover_bf16_sm90"),
-    sparseSmemBytes,
+    denseBf16: v1.kernels[0],
+    denseFp16: v1.kernels[1],
+    denseSmemBytes: v1.smemBytes,
+    seesawBf16: ss.kernels[0],
+    seesawFp16: ss.kernels[1],
+    seesawFastBf16: ss.kernels[2],
+    seesawFastFp16: ss.kernels[3],
+    seesawSmemBytes: ss.smemBytes,
+    sparseBf16: sp.kernels[0],
+    sparseCrossoverBf16: sp.kernels[1],
+    sparseSmemBytes: sp.smemBytes,
     combineBf16: combine.getFunction("mla_combine_bf16"),
     combineFp16: combine.getFunction("mla_combine_fp16"),
     fp8KvWrite: fp8.getFunction("fp8_kv_write_v32"),
     referenceFp32: ref.getFunction("mla_dense_reference_fp32"),
     sparseReferenceFp32: ref.getFunction("mla_sparse_reference_fp32"),
   };
-  k.denseBf16.maxDynamicSharedMemory = denseSmemBytes;
-  k.denseFp16.maxDynamicSharedMemory = denseSmemBytes;
-  k.seesawBf16.maxDynamicSharedMemory = seesawSmemBytes;
-  k.sparseBf16.maxDynamicSharedMemory = sparseSmemBytes;
-  k.sparseCrossoverBf16.maxDynamicSharedMemory = sparseSmemBytes;
-  k.seesawFp16.maxDynamicSharedMemory = seesawSmemBytes;
-  k.seesawFastBf16.maxDynamicSharedMemory = seesawSmemBytes;
-  k.seesawFastFp16.maxDynamicSharedMemory = seesawSmemBytes;
   cache.set(deviceOrdinal, k);
   return k;
 }
