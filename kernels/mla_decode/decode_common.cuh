@@ -56,4 +56,22 @@ __device__ __forceinline__ void zero_tail_rows(uint8_t* kblock, int first_tile, 
   }
 }
 
+// S = Q·Kᵀ for one 64-token block: wgmma m64n64k16 with both operands SW128 K-major in smem, 9 tiles x 4
+// k-steps over d_qk = 576. before_tile(t) runs before tile t's k-steps (e.g. a wait for its TMA load).
+template <typename T, typename BeforeTile>
+__device__ __forceinline__ void qk_block(float (&s)[32], uint32_t q_base, uint32_t k_base, BeforeTile&& before_tile) {
+#pragma unroll
+  for (int t = 0; t < NUM_TILES; ++t) {
+    before_tile(t);
+    if (t == 0) ptx::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      ptx::wgmma_m64n64k16_ss<T>(s, ptx::smem_desc_sw128(q_base + t * TILE_BYTES + kk * 32, 16, 1024),
+                                 ptx::smem_desc_sw128(k_base + t * TILE_BYTES + kk * 32, 16, 1024), (t | kk) != 0);
+  }
+  ptx::wgmma_commit();
+  ptx::wgmma_wait<0>();
+  ptx::fence_regs(s);
+}
+
 }  // namespace mla

@@ -103,19 +103,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       const uint32_t k_base = ptx::smem_addr(kblock);
 
       float s[32];
-      ptx::wgmma_fence();
-#pragma unroll
-      for (int t = 0; t < NUM_TILES; ++t) {
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-          const uint64_t da = ptx::smem_desc_sw128(q_base + t * TILE_BYTES + kk * 32, 16, 1024);
-          const uint64_t db = ptx::smem_desc_sw128(k_base + t * TILE_BYTES + kk * 32, 16, 1024);
-          ptx::wgmma_m64n64k16_ss<T>(s, da, db, (t | kk) != 0);
-        }
-      }
-      ptx::wgmma_commit();
-      ptx::wgmma_wait<0>();
-      ptx::fence_regs(s);
+      qk_block<T>(s, q_base, k_base, [](int) {});
 
       // Online softmax over this block, base 2: scores are pre-multiplied by softmax_scale * log2(e).
       const int tok0 = blk * BLOCK_N + 2 * (lane % 4);

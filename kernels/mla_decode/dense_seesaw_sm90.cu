@@ -57,21 +57,7 @@ __device__ __forceinline__ uint8_t* p_tile(Smem& sm, int stage) { return sm.k[st
 // S = Q·Kᵀ for one 64-token block, waiting on each tile's barrier just before its four k-steps.
 template <typename T>
 __device__ __forceinline__ void compute_s(float (&s)[32], Smem& sm, int stage, uint32_t phase) {
-  const uint32_t q_base = ptx::smem_addr(sm.q), k_base = ptx::smem_addr(sm.k[stage]);
-#pragma unroll
-  for (int t = 0; t < NUM_TILES; ++t) {
-    ptx::mbarrier_wait(&sm.kfull[stage][t], phase);
-    if (t == 0) ptx::wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      const uint64_t da = ptx::smem_desc_sw128(q_base + t * TILE_BYTES + kk * 32, 16, 1024);
-      const uint64_t db = ptx::smem_desc_sw128(k_base + t * TILE_BYTES + kk * 32, 16, 1024);
-      ptx::wgmma_m64n64k16_ss<T>(s, da, db, (t | kk) != 0);
-    }
-  }
-  ptx::wgmma_commit();
-  ptx::wgmma_wait<0>();
-  ptx::fence_regs(s);
+  qk_block<T>(s, ptx::smem_addr(sm.q), ptx::smem_addr(sm.k[stage]), [&](int t) { ptx::mbarrier_wait(&sm.kfull[stage][t], phase); });
 }
 
 // Scales scores to the log2 domain and masks tokens at or past each row's limit (-inf). FAST: when no

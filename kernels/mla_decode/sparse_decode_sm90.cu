@@ -267,16 +267,7 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
       }
       if constexpr (WG == 0) {
         float s[32];
-        ptx::wgmma_fence();
-#pragma unroll
-        for (int t = 0; t < NUM_TILES; ++t)
-#pragma unroll
-          for (int kk = 0; kk < 4; ++kk)
-            ptx::wgmma_m64n64k16_ss<T>(s, ptx::smem_desc_sw128(q_base + t * TILE_BYTES + kk * 32, 16, 1024),
-                                       ptx::smem_desc_sw128(k_base + t * TILE_BYTES + kk * 32, 16, 1024), (t | kk) != 0);
-        ptx::wgmma_commit();
-        ptx::wgmma_wait<0>();
-        ptx::fence_regs(s);
+        qk_block<T>(s, q_base, k_base, [](int) {});
         // This thread's 16 token columns are 8c + 2(lane % 4) + e: gather their valid flags into bits 2c + e.
         uint32_t vbits = 0;
 #pragma unroll
