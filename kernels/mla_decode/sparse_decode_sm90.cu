@@ -22,10 +22,13 @@ using namespace mla;
 constexpr int CONSUMER_THREADS = 256;
 constexpr int THREADS = CONSUMER_THREADS + 128;
 constexpr int TOKEN_BYTES = 656;
-// (WG0 + WG1 + producer) * 128 = 65,536 registers: WG0 holds O_L, S and P; WG1 holds O_R; the producer holds
-// four in-flight 16-byte loads.
-constexpr int WG0_REGS = 224, WG1_REGS = 168, PRODUCER_REGS = 120;
-static_assert((WG0_REGS + WG1_REGS + PRODUCER_REGS) * 128 <= 65536, "the register file");
+// A CTA of 384 threads is launched with 168 registers each (65,536 / 384 rounded down to a multiple of
+// 8), so the three warpgroups can share 3 x 168 = 504 per lane, not 512: setmaxnreg.inc waits for ever
+// for registers the CTA was never given (the first GPU run hung here with 224 + 168 + 120). WG0 holds
+// O_L, S and P; WG1 holds O_R; the producer holds its in-flight 16-byte loads.
+constexpr int LAUNCH_REGS = (65536 / THREADS) / 8 * 8;
+constexpr int WG0_REGS = 216, WG1_REGS = LAUNCH_REGS, PRODUCER_REGS = 120;
+static_assert(WG0_REGS + WG1_REGS + PRODUCER_REGS <= 3 * LAUNCH_REGS, "setmaxnreg within the CTA's registers");
 
 enum : uint32_t { BAR_CONSUMERS = 1, BAR_P_READY = 2, BAR_P_FREE = 3, BAR_L_READY = 4, BAR_WG0 = 5 };
 

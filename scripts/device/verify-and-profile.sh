@@ -1,41 +1,58 @@
 #!/usr/bin/env bash
-# One device call that verifies what was written without a GPU and measures it (run from the project
-# root on the GPU host, after `bash ../shared/gpu/bundle.sh` here and with carry [".gpu", "dist"]):
-#   bash scripts/device/verify-and-profile.sh $OUT
-# 1. the GPU suites (quick dense/sparse grids, reduced fuzz/soak), each under its own time limit,
-# 2. bench of the dense headline cases for seesaw and seesaw_fast, and of the sparse cases with and
-#    without crossover,
-# 3. a source-level Nsight Compute profile of the seesaw kernel at dense-compute (which instructions
-#    the warps stall on), as CSV.
-# At most 8 files come back from $OUT: every log goes into verify.log; 4 bench JSONs; 2 ncu files.
+# Device-call driver (run from the project root on the GPU host, after `bash ../shared/gpu/bundle.sh`
+# here and with carry [".gpu", "dist"]):
+#   STEPS="dense sparse bench-dense bench-sparse" bash scripts/device/verify-and-profile.sh $OUT
+# Each step runs under its own time limit (a hung kernel costs that limit, not the call), its summary goes
+# to stdout and its whole log to $OUT/verify.log; bench steps write JSON into $OUT (at most 8 files come
+# back, so steps share files where they can). Steps:
+#   dense, sparse, fp8, runtime, bench-suite, reliability   the GPU test files of that area
+#   bench-dense        the dense headline cases for seesaw, seesaw_fast and v1
+#   bench-sparse       the sparse cases with and without crossover
+#   ncu                source-level Nsight Compute profile of the seesaw kernel at dense-compute
 set -u
 out=${1:?usage: verify-and-profile.sh OUTDIR}
 log="$out/verify.log"
+steps=${STEPS:-"dense sparse bench-dense bench-sparse"}
 export FLASHMLA_REQUIRE_GPU=1 FLASHMLA_DENSE_GRID=${FLASHMLA_DENSE_GRID:-quick} FLASHMLA_SPARSE_GRID=${FLASHMLA_SPARSE_GRID:-quick}
-# Reduced fuzz/soak here (the full 500 cases / 10,000 calls take minutes each: run them once alone).
 export FLASHMLA_FUZZ_CASES=${FLASHMLA_FUZZ_CASES:-60} FLASHMLA_SOAK_CALLS=${FLASHMLA_SOAK_CALLS:-1000}
-for suite in runtime mla bench reliability; do
-  echo "===== test-gpu $suite" >> "$log"
-  timeout 240 bash -c "bash .gpu/enter.sh node --test --test-concurrency=1 dist/test/gpu/$suite" > "$out/suite.tmp" 2>&1
-  echo "test-gpu $suite rc=$?" | tee -a "$log"
-  grep -E "^# (tests|pass|fail|skipped)|^not ok|^    not ok" "$out/suite.tmp"
-  cat "$out/suite.tmp" >> "$log"
+run() {  # name limit command...
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS
+  echo "===== $name" >> "$log"
+  timeout "$limit" bash .gpu/enter.sh "$@" > "$out/step.tmp" 2>&1
+  local rc=$?
+  last_rc=$rc
+  echo "== $name rc=$rc ($((SECONDS - t0)) s)"
+  grep -E "^# (tests|pass|fail|skipped)|not ok|Error|error:|dense-|sparse-" "$out/step.tmp" | grep -v "^# Subtest" | cut -c1-160 | head -40
+  cat "$out/step.tmp" >> "$log"
+  rm -f "$out/step.tmp"
+}
+gpu_test() { run "test $1" "$2" node --test --test-concurrency=1 --test-reporter=tap "${@:3}"; }
+dense_cases="dense-compute dense-compute-mtp dense-mem-h16 dense-mem-h64 dense-b1 dense-uneven dense-short-h16"
+for step in $steps; do
+  case $step in
+    dense) gpu_test dense 200 dist/test/gpu/mla/denseDecode.test.js ;;
+    sparse) gpu_test sparse 150 dist/test/gpu/mla/sparseDecode.test.js
+      [ "$last_rc" = 124 ] && sparse_hung=1 ;;
+    fp8) gpu_test fp8 60 dist/test/gpu/mla/fp8KvWriter.test.js ;;
+    runtime) gpu_test runtime 120 dist/test/gpu/runtime ;;
+    bench-suite) gpu_test bench-suite 200 dist/test/gpu/bench ;;
+    reliability) gpu_test reliability 300 dist/test/gpu/reliability ;;
+    bench-dense) for k in ${DENSE_KERNELS:-dense_seesaw dense_seesaw_fast dense_v1}; do
+        run "bench $k" 120 node dist/src/cli/cli.js bench --case $dense_cases --kernel $k --json "$out/bench-$k.json"; done ;;
+    bench-dense-grid) run "bench grid" 200 node dist/src/cli/cli.js bench --case dense-grid --kernel ${KERNEL:-dense_seesaw} --json "$out/bench-grid.json" ;;
+    bench-sparse) [ -n "${sparse_hung:-}" ] && { echo "== bench-sparse skipped: the sparse test hung"; continue; }
+      for k in sparse_v1 sparse_crossover; do
+        run "bench $k" 150 node dist/src/cli/cli.js bench --case sparse-v32 sparse-v32-h64 sparse-long-topk sparse-h16 --kernel $k --json "$out/bench-$k.json"; done ;;
+    ncu)
+      echo "===== ncu" >> "$log"
+      timeout 200 ncu --clock-control none --kernel-name regex:${NCU_KERNEL:-mla_dense_seesaw_bf16} --launch-count 1 --section WarpStateStats \
+        --section SourceCounters --section ComputeWorkloadAnalysis --import-source yes -o "$out/profile" -f \
+        bash .gpu/enter.sh node dist/src/cli/cli.js bench --case ${NCU_CASE:-dense-compute} --kernel ${NCU_BENCH_KERNEL:-dense_seesaw} --iters 2 >> "$log" 2>&1
+      echo "== ncu rc=$?"
+      ncu --import "$out/profile.ncu-rep" --page source --print-source sass --csv > "$out/profile-source.csv" 2>> "$log"
+      ncu --import "$out/profile.ncu-rep" --page details >> "$log" 2>&1
+      echo "source csv: $(wc -l < "$out/profile-source.csv") lines" ;;
+    *) echo "unknown step $step"; exit 2 ;;
+  esac
 done
-for k in dense_seesaw dense_seesaw_fast; do
-  echo "===== bench $k" >> "$log"
-  timeout 120 bash -c "bash .gpu/enter.sh node dist/src/cli/cli.js bench --kernel $k --json $out/bench-$k.json" > "$out/suite.tmp" 2>&1
-  echo "bench $k rc=$?" | tee -a "$log"; grep -E "dense-" "$out/suite.tmp" | cut -c1-110; cat "$out/suite.tmp" >> "$log"
-done
-for k in sparse_v1 sparse_crossover; do
-  echo "===== bench $k" >> "$log"
-  timeout 150 bash -c "bash .gpu/enter.sh node dist/src/cli/cli.js bench --case sparse-v32 sparse-v32-h64 sparse-long-topk sparse-h16 --kernel $k --json $out/bench-$k.json" > "$out/suite.tmp" 2>&1
-  echo "bench $k rc=$?" | tee -a "$log"; grep -E "sparse-" "$out/suite.tmp" | cut -c1-110; cat "$out/suite.tmp" >> "$log"
-done
-rm -f "$out/suite.tmp"
-echo "===== ncu" >> "$log"
-timeout 200 ncu --clock-control none --kernel-name regex:mla_dense_seesaw_bf16 --launch-count 1 --section WarpStateStats \
-  --section SourceCounters --import-source yes -o "$out/seesaw" -f \
-  bash .gpu/enter.sh node dist/src/cli/cli.js bench --case dense-compute --iters 2 >> "$log" 2>&1
-echo "ncu rc=$?" | tee -a "$log"
-ncu --import "$out/seesaw.ncu-rep" --page source --print-source sass --csv > "$out/seesaw-source.csv" 2>> "$log"
-echo "source csv: $(wc -l < "$out/seesaw-source.csv") lines" | tee -a "$log"
