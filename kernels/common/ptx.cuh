@@ -299,16 +299,18 @@ __device__ __forceinline__ void wgmma_m64n256k16_ss_transb(float (&d)[128], uint
 // ---- register reallocation between warpgroups (PTX ISA §9.7.17.x setmaxnreg) ----------------------
 
 // setmaxnreg.inc / .dec: hand registers from the producer warpgroup to the consumers. Needs a register
-// cap at entry (__launch_bounds__(threads, 1)); the totals must fit the 64K register file or .inc spins.
+// cap at entry (__launch_bounds__(threads, 1)); the totals must fit the CTA's registers or .inc spins.
+// The "memory" clobber keeps the compiler from hoisting the roles' common loads above the reallocation,
+// which would keep them live across it (and made ptxas spill).
 template <int N>
 __device__ __forceinline__ void setmaxnreg_inc() {
   static_assert(N % 8 == 0 && N >= 24 && N <= 256, "setmaxnreg takes a multiple of 8 in [24, 256]");
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N) : "memory");
 }
 template <int N>
 __device__ __forceinline__ void setmaxnreg_dec() {
   static_assert(N % 8 == 0 && N >= 24 && N <= 256, "setmaxnreg takes a multiple of 8 in [24, 256]");
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N) : "memory");
 }
 
 // ---- programmatic dependent launch (PTX ISA §9.7.12.x griddepcontrol) ------------------------------
@@ -335,6 +337,12 @@ __device__ __forceinline__ uint32_t cvt_f16x2_e4m3x2(uint16_t two) {
   uint32_t r;
   asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"(two));
   return r;
+}
+
+// cp.async.bulk.prefetch.L2: pull `bytes` (a multiple of 16, 16-byte aligned) into L2 without waiting or
+// using registers; a gather can then find its lines (and their address translation) warm.
+__device__ __forceinline__ void prefetch_l2_bulk(const void* p, uint32_t bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
 }
 
 // ld.global.nc.L1::no_allocate.v4: a 16-byte read-only load that does not pollute L1 (gathered KV tokens

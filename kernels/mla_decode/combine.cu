@@ -36,11 +36,12 @@ __device__ __forceinline__ void combine(const mla::CombineParams& p) {
 
   const int s = flat / p.heads_per_kv, head = hk * p.heads_per_kv + flat % p.heads_per_kv;
   if (tid == 0) p.lse[(static_cast<long long>(req) * p.h_q + head) * p.s_q + s] = G * LN2;
-  if (p.attn_sink != nullptr) {
-    const float sink2 = p.attn_sink[head] * LOG2E;
-    if (G != INFINITY) G += log2f(1.0f + exp2f(sink2 - G));
-    else G = sink2;  // no key: out stays 0 (o_s are 0) whatever the sink
+  uint16_t* out = static_cast<uint16_t*>(p.out) + ((static_cast<long long>(req) * p.s_q + s) * p.h_q + head) * mla::D_V;
+  if (sum == 0.0f) {  // no key in any split: out is 0 whatever the sink (a -inf sink made 2^(-inf - -inf) NaN here)
+    *reinterpret_cast<uint2*>(out + 4 * tid) = make_uint2(0u, 0u);
+    return;
   }
+  if (p.attn_sink != nullptr) G += log2f(1.0f + exp2f(p.attn_sink[head] * LOG2E - G));
 
   float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   const float4* o = reinterpret_cast<const float4*>(p.o_accum + row0 * mla::D_V) + tid;
@@ -57,10 +58,9 @@ __device__ __forceinline__ void combine(const mla::CombineParams& p) {
   }
   for (; i < n; ++i) {
     const float4 v = o[i * o_stride];
-    const float w = exp2f(lse2[i * stride] - G);  // 0 for empty splits (-inf) and for G = +inf
+    const float w = exp2f(lse2[i * stride] - G);  // 0 for empty splits (-inf) and for G = +inf (a +inf sink)
     acc.x += w * v.x, acc.y += w * v.y, acc.z += w * v.z, acc.w += w * v.w;
   }
-  uint16_t* out = static_cast<uint16_t*>(p.out) + ((static_cast<long long>(req) * p.s_q + s) * p.h_q + head) * mla::D_V;
   *reinterpret_cast<uint2*>(out + 4 * tid) = make_uint2(ptx::pack2<T>(acc.x, acc.y), ptx::pack2<T>(acc.z, acc.w));
 }
 

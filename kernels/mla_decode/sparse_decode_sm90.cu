@@ -71,124 +71,195 @@ __device__ __forceinline__ void dequant16(uint4 raw, __nv_bfloat162 scale, uint4
   dequant4(raw.w, scale, b.z, b.w);
 }
 
-// Walks the 64-index blocks of this CTA's part in the order the consumers take them, calling
-// f(it, blk, len, idx_row): `it` counts blocks across requests (it picks the buffer and the phase).
-template <typename F>
-__device__ __forceinline__ void for_each_block(const SparseParams& p, const SchedMeta& meta, int s_idx, F&& f) {
-  int it = 0;
-  for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
-    const int len = request_length(p, req);
-    const int start_blk = req == meta.begin_req_idx ? meta.begin_block_idx : 0;
-    const int end_blk = req == meta.end_req_idx ? meta.end_block_idx : num_kv_blocks(len);
-    const int* idx_row = p.indices + req * p.indices_batch_stride + s_idx * p.indices_token_stride;
-    for (int blk = start_blk; blk < end_blk; ++blk, ++it) f(it, blk, len, idx_row);
+// Position in this CTA's walk over the 64-index blocks of its part, in the order the consumers take them
+// (across requests). The producers keep cursors two blocks ahead of the one they fill, to prefetch.
+struct Cursor {
+  int req, blk, end_blk, len;
+};
+
+__device__ __forceinline__ bool cursor_valid(const SchedMeta& meta, const Cursor& c) { return c.req <= meta.end_req_idx; }
+
+// Moves to the next request with a non-empty block range when the current one is used up.
+__device__ __forceinline__ void cursor_settle(const SparseParams& p, const SchedMeta& meta, Cursor& c) {
+  while (c.blk >= c.end_blk && ++c.req <= meta.end_req_idx) {
+    c.len = request_length(p, c.req);
+    c.blk = 0;
+    c.end_blk = c.req == meta.end_req_idx ? meta.end_block_idx : num_kv_blocks(c.len);
   }
 }
 
-// The producer: thread t handles token t/2 of each block, dims [256·(t%2), +256) and RoPE dims
-// [512 + 32·(t%2), +32).
+__device__ __forceinline__ Cursor cursor_begin(const SparseParams& p, const SchedMeta& meta) {
+  Cursor c;
+  c.req = meta.begin_req_idx;
+  c.len = request_length(p, c.req);
+  c.blk = meta.begin_block_idx;
+  c.end_blk = c.req == meta.end_req_idx ? meta.end_block_idx : num_kv_blocks(c.len);
+  cursor_settle(p, meta, c);
+  return c;
+}
+
+__device__ __forceinline__ void cursor_next(const SparseParams& p, const SchedMeta& meta, Cursor& c) {
+  ++c.blk;
+  cursor_settle(p, meta, c);
+}
+
+// Blocks in this CTA's walk (the producers loop over a count and keep only a look-ahead cursor).
+__device__ __forceinline__ int walk_blocks(const SparseParams& p, const SchedMeta& meta) {
+  int n = 0;
+  for (Cursor c = cursor_begin(p, meta); cursor_valid(meta, c); cursor_next(p, meta, c)) ++n;
+  return n;
+}
+
+// The cache slot of entry `token` of the cursor's block, or -1 where there is none to read (past the
+// walk, past the request's top-k length, -1, or outside the cache: never dereferenced).
+__device__ __forceinline__ int cursor_slot(const SparseParams& p, const SchedMeta& meta, const Cursor& c, int s_idx, int token) {
+  const int pos = c.blk * BLOCK_N + token;
+  if (!cursor_valid(meta, c) || pos >= c.len) return -1;
+  const int id = p.indices[c.req * p.indices_batch_stride + s_idx * p.indices_token_stride + pos];
+  return id >= 0 && id < p.num_slots ? id : -1;
+}
+
+__device__ __forceinline__ const uint8_t* token_ptr(const SparseParams& p, int slot) {
+  return p.kv + static_cast<long long>(slot / p.page_block_size) * p.kv_block_stride + static_cast<long long>(slot % p.page_block_size) * TOKEN_BYTES;
+}
+
+// The gathers are latency-bound (random 656-byte tokens spread over gigabytes): the producer warms L2
+// (and the address translation) two blocks ahead, so each block's loads find their lines in L2.
+__device__ __forceinline__ void prefetch_token(const SparseParams& p, int slot) {
+  if (slot >= 0) ptx::prefetch_l2_bulk(token_ptr(p, slot), TOKEN_BYTES);
+}
+
+// Four 16-byte loads (64 e4m3 values) from `src`.
+__device__ __forceinline__ void load4(uint4 (&r)[4], const uint8_t* src) {
+#pragma unroll
+  for (int k = 0; k < 4; ++k) r[k] = ptx::ld_nc_v4(src + 16 * k);
+}
+
+// Dequantizes 64 e4m3 values (dims d0 .. d0 + 63 of `token`) into the block's SW128 tiles; zeros for a
+// token without a slot. Each 16 values give two 16-byte chunks; `put(offset, chunk)` writes one.
+template <typename Put>
+__device__ __forceinline__ void convert64(const uint4 (&r)[4], float scale, bool valid, int token, int d0, Put&& put) {
+  const __nv_bfloat162 sc = __float2bfloat162_rn(scale);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    uint4 a, b;
+    dequant16(r[k], sc, a, b);
+    if (!valid) a = b = make_uint4(0, 0, 0, 0);
+    const int d = d0 + 16 * k;  // first dim of these 16 values
+    put((d / 64) * TILE_BYTES + sw128(token, (d % 64) / 8), a);
+    put((d / 64) * TILE_BYTES + sw128(token, (d % 64) / 8 + 1), b);
+  }
+}
+
+// The producers stream their loads one batch (four 16-byte loads) ahead of the conversion, across block
+// boundaries too: the next block's first batch is in flight while the current block's last batch is
+// converted and while the producer waits for a free buffer. Each thread is otherwise latency-bound (one
+// warp per scheduler, random 656-byte tokens), the first GPU runs measured ~200-250 cycles per token.
+// An entry without a slot reads slot 0 (always inside the cache) and writes zeros: no branches around
+// the loads.
+//
+// The producer: thread t handles token t/2 of each block, dims [256·(t%2), +256) (four batches, scale
+// tiles 2·half and 2·half + 1) and RoPE dims [512 + 32·(t%2), +32).
 __device__ __forceinline__ void producer(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx) {
   const int t = threadIdx.x - CONSUMER_THREADS, token = t / 2, half = t % 2;
-  for_each_block(p, meta, s_idx, [&](int it, int blk, int len, const int* idx_row) {
+  const int n_blocks = walk_blocks(p, meta);
+  Cursor ahead = cursor_begin(p, meta);
+  int slot = cursor_slot(p, meta, ahead, s_idx, token);
+  cursor_next(p, meta, ahead);
+  int slot1 = cursor_slot(p, meta, ahead, s_idx, token);
+  cursor_next(p, meta, ahead);
+  if (half == 0) prefetch_token(p, slot), prefetch_token(p, slot1);
+  uint4 ra[4], rb[4], rope[4];
+  const uint8_t* tok = token_ptr(p, max(slot, 0));
+  load4(ra, tok + half * 256);
+  float2 scales = *reinterpret_cast<const float2*>(tok + 512 + 8 * half);
+  for (int it = 0; it < n_blocks; ++it) {
     const int stage = it % 2;
-    const int pos = blk * BLOCK_N + token;
-    const int id = pos < len ? idx_row[pos] : -1;
-    const bool valid = id >= 0 && id < p.num_slots;
-    uint8_t* kb = sm.k[stage];
-    const uint8_t* src = p.kv + static_cast<long long>(valid ? id / p.page_block_size : 0) * p.kv_block_stride +
-                         static_cast<long long>(valid ? id % p.page_block_size : 0) * TOKEN_BYTES;
-    // Four batches of four 16-byte loads (64 values, half a scale tile each) keep the producer within
-    // its registers; the first batch is in flight while this thread waits for the buffer to be free.
-    uint4 raw[4];
-    float2 scales = make_float2(0.0f, 0.0f);
-    if (valid) {
-#pragma unroll
-      for (int k = 0; k < 4; ++k) raw[k] = ptx::ld_nc_v4(src + half * 256 + 16 * k);
-      scales = *reinterpret_cast<const float2*>(src + 512 + 8 * half);
-    }
+    const bool valid = slot >= 0;
+    const uint8_t* src = tok + half * 256;
+    const int slot2 = cursor_slot(p, meta, ahead, s_idx, token);
     ptx::mbarrier_wait(&sm.kempty[stage], ((it / 2) & 1) ^ 1);  // both consumers are done with this buffer
+    uint8_t* kb = sm.k[stage];
+    auto put = [&](int offset, uint4 v) { *reinterpret_cast<uint4*>(kb + offset) = v; };
+    load4(rb, src + 64);
+    convert64(ra, scales.x, valid, token, half * 256, put);
+    load4(ra, src + 128);
+    convert64(rb, scales.x, valid, token, half * 256 + 64, put);
+    load4(rb, src + 192);
+    load4(rope, tok + 528 + half * 64);
+    convert64(ra, scales.y, valid, token, half * 256 + 128, put);
+    // The next block's first batch and scales, while this block's last batch is converted.
+    const uint8_t* next = token_ptr(p, max(slot1, 0));
+    load4(ra, next + half * 256);
+    const float2 next_scales = *reinterpret_cast<const float2*>(next + 512 + 8 * half);
+    convert64(rb, scales.y, valid, token, half * 256 + 192, put);
 #pragma unroll
-    for (int batch = 0; batch < 4; ++batch) {
-      if (valid && batch > 0) {
-#pragma unroll
-        for (int k = 0; k < 4; ++k) raw[k] = ptx::ld_nc_v4(src + half * 256 + 64 * batch + 16 * k);
-      }
-      const __nv_bfloat162 sc = __float2bfloat162_rn(batch < 2 ? scales.x : scales.y);
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        uint4 a = make_uint4(0, 0, 0, 0), b = make_uint4(0, 0, 0, 0);
-        if (valid) dequant16(raw[k], sc, a, b);
-        const int d = half * 256 + batch * 64 + 16 * k;  // first dim of these 16 values
-        uint8_t* tile = kb + (d / 64) * TILE_BYTES;
-        *reinterpret_cast<uint4*>(tile + sw128(token, (d % 64) / 8)) = a;
-        *reinterpret_cast<uint4*>(tile + sw128(token, (d % 64) / 8 + 1)) = b;
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {  // RoPE dims 512 + 32·half .. +32 stay bf16
-      const uint4 r = valid ? ptx::ld_nc_v4(src + 528 + half * 64 + 16 * k) : make_uint4(0, 0, 0, 0);
-      *reinterpret_cast<uint4*>(kb + 8 * TILE_BYTES + sw128(token, 4 * half + k)) = r;
-    }
+    for (int k = 0; k < 4; ++k)  // RoPE dims 512 + 32·half .. +32 stay bf16
+      put(8 * TILE_BYTES + sw128(token, 4 * half + k), valid ? rope[k] : make_uint4(0, 0, 0, 0));
     if (half == 0) sm.valid[stage][token] = valid ? 1 : 0;
     ptx::fence_proxy_async_smem();  // the consumers' wgmma reads these generic writes
     ptx::mbarrier_arrive(&sm.kfull[stage]);
-  });
+    if (half == 0) prefetch_token(p, slot2);
+    slot = slot1, slot1 = slot2, tok = next, scales = next_scales;
+    cursor_next(p, meta, ahead);
+  }
 }
 
 // The crossover producer (h_q = 128: a cluster of the two 64-head CTAs of one query token). CTA `rank`
 // dequantizes tokens [32·rank, 32·rank + 32) of each block, four threads per token (one 128-value scale
-// tile and 16 RoPE dims each), and writes every 16 bytes both into its own buffer and, with st.async, into
-// the peer's, crediting the peer's kfull barrier: each CTA dequantizes half the tokens (the seed's
-// crossover). A buffer is refilled only when the consumers of both CTAs have released it (kempty counts
-// 16 warps: 8 local, 8 remote).
+// tile, two batches, and 16 RoPE dims each), and writes every 16 bytes both into its own buffer and, with
+// st.async, into the peer's, crediting the peer's kfull barrier: each CTA dequantizes half the tokens
+// (the seed's crossover). A buffer is refilled only when the consumers of both CTAs have released it
+// (kempty counts 16 warps: 8 local, 8 remote).
 __device__ __forceinline__ void producer_crossover(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx) {
   const int t = threadIdx.x - CONSUMER_THREADS, q4 = t % 4;
   const uint32_t rank = ptx::cluster_ctarank(), peer = rank ^ 1u;
   const int token = 32 * static_cast<int>(rank) + t / 4;
-  for_each_block(p, meta, s_idx, [&](int it, int blk, int len, const int* idx_row) {
+  const int n_blocks = walk_blocks(p, meta);
+  Cursor cur = cursor_begin(p, meta), ahead = cur;  // cur: the 64 valid flags of the block being filled
+  int slot = cursor_slot(p, meta, ahead, s_idx, token);
+  cursor_next(p, meta, ahead);
+  int slot1 = cursor_slot(p, meta, ahead, s_idx, token);
+  cursor_next(p, meta, ahead);
+  if (q4 == 0) prefetch_token(p, slot), prefetch_token(p, slot1);
+  uint4 ra[4], rb[4], rope[2];
+  const uint8_t* tok = token_ptr(p, max(slot, 0));
+  load4(ra, tok + 128 * q4);
+  float scale = reinterpret_cast<const float*>(tok + 512)[q4];
+  for (int it = 0; it < n_blocks; ++it) {
     const int stage = it % 2;
-    // Both CTAs read the same index row, so each can set all 64 valid flags itself.
-    const int pos_flag = blk * BLOCK_N + t;
-    const int id_flag = t < 64 && pos_flag < len ? idx_row[pos_flag] : -1;
-    const int pos = blk * BLOCK_N + token;
-    const int id = pos < len ? idx_row[pos] : -1;
-    const bool valid = id >= 0 && id < p.num_slots;
-    const uint8_t* src = p.kv + static_cast<long long>(valid ? id / p.page_block_size : 0) * p.kv_block_stride +
-                         static_cast<long long>(valid ? id % p.page_block_size : 0) * TOKEN_BYTES;
-    uint4 raw[8], rope[2];
-    float scale = 0.0f;
-    if (valid) {
-#pragma unroll
-      for (int k = 0; k < 8; ++k) raw[k] = ptx::ld_nc_v4(src + 128 * q4 + 16 * k);
-#pragma unroll
-      for (int k = 0; k < 2; ++k) rope[k] = ptx::ld_nc_v4(src + 528 + 32 * q4 + 16 * k);
-      scale = reinterpret_cast<const float*>(src + 512)[q4];
-    }
+    const bool valid = slot >= 0;
+    // Both CTAs read the same index row, so each sets all 64 valid flags itself.
+    const int flag_slot = t < 64 ? cursor_slot(p, meta, cur, s_idx, t) : -1;
+    const int slot2 = cursor_slot(p, meta, ahead, s_idx, token);
     ptx::mbarrier_wait_cluster(&sm.kempty[stage], ((it / 2) & 1) ^ 1);
     uint8_t* kb = sm.k[stage];
     const uint32_t remote_kb = ptx::mapa_shared(ptx::smem_addr(kb), peer);
     const uint32_t remote_bar = ptx::mapa_shared(ptx::smem_addr(&sm.kfull[stage]), peer);
-    const __nv_bfloat162 sc = __float2bfloat162_rn(scale);
     auto put = [&](int offset, uint4 v) {
       *reinterpret_cast<uint4*>(kb + offset) = v;
       ptx::st_async_v4(remote_kb + offset, v, remote_bar);
     };
+    load4(rb, tok + 128 * q4 + 64);
 #pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      uint4 a = make_uint4(0, 0, 0, 0), b = make_uint4(0, 0, 0, 0);
-      if (valid) dequant16(raw[k], sc, a, b);
-      const int d = 128 * q4 + 16 * k;
-      put((d / 64) * TILE_BYTES + sw128(token, (d % 64) / 8), a);
-      put((d / 64) * TILE_BYTES + sw128(token, (d % 64) / 8 + 1), b);
-    }
+    for (int k = 0; k < 2; ++k) rope[k] = ptx::ld_nc_v4(tok + 528 + 32 * q4 + 16 * k);
+    convert64(ra, scale, valid, token, 128 * q4, put);
+    const uint8_t* next = token_ptr(p, max(slot1, 0));
+    load4(ra, next + 128 * q4);
+    const float next_scale = reinterpret_cast<const float*>(next + 512)[q4];
+    convert64(rb, scale, valid, token, 128 * q4 + 64, put);
 #pragma unroll
     for (int k = 0; k < 2; ++k) put(8 * TILE_BYTES + sw128(token, 2 * q4 + k), valid ? rope[k] : make_uint4(0, 0, 0, 0));
-    if (t < 64) sm.valid[stage][t] = id_flag >= 0 && id_flag < p.num_slots ? 1 : 0;
+    if (t < 64) sm.valid[stage][t] = flag_slot >= 0 ? 1 : 0;
     ptx::fence_proxy_async_smem();
     // One arrival per local thread; thread 0's also expects the 32 tokens x 1152 B the peer sends.
     if (t == 0) ptx::mbarrier_arrive_expect_tx(&sm.kfull[stage], 32 * D_QK * 2);
     else ptx::mbarrier_arrive(&sm.kfull[stage]);
-  });
+    if (q4 == 0) prefetch_token(p, slot2);
+    slot = slot1, slot1 = slot2, tok = next, scale = next_scale;
+    cursor_next(p, meta, cur);
+    cursor_next(p, meta, ahead);
+  }
 }
 
 template <typename T>
@@ -247,6 +318,9 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
     const int end_blk = req == meta.end_req_idx ? meta.end_block_idx : num_kv_blocks(len);
     const bool is_split = (req == meta.begin_req_idx && meta.is_first_req_splitted) || (req == meta.end_req_idx && meta.is_last_req_splitted);
 
+    // bar.sync / bar.arrive are the .aligned forms: every warp must reach them converged (the lane-
+    // conditional stores before them left warps diverged; compute-sanitizer's synccheck caught it).
+    __syncwarp();
     ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);  // the previous request is done with sQ, sm.l, sm.m
     load_q<T>(p, sm, req, h0, s_idx, tid);
     ptx::fence_proxy_async_smem();
@@ -324,6 +398,7 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
           sm.scale[16 * warp_in_wg + lane / 4 + 8] = scale[1];
         }
         ptx::fence_proxy_async_smem();
+        __syncwarp();
         ptx::named_barrier_arrive(BAR_P_READY, CONSUMER_THREADS);
         ptx::named_barrier_sync(BAR_WG0, 128);  // all of P is in smem before W0's own wgmma reads it
 #pragma unroll
@@ -358,6 +433,7 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
         // The peer's producer also writes into this buffer: release it there too.
         if constexpr (XO) ptx::mbarrier_arrive_remote(ptx::mapa_shared(ptx::smem_addr(&sm.kempty[stage]), ptx::cluster_ctarank() ^ 1u));
       }
+      __syncwarp();
     }
 
     // Final L and M: WG0 owns them; the last P_FREE arrival of WG1 is consumed here.
@@ -371,6 +447,7 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
         L[half] = l[half], M[half] = m[half];
         if (lane % 4 == 0) sm.l[16 * warp_in_wg + lane / 4 + 8 * half] = l[half], sm.m[16 * warp_in_wg + lane / 4 + 8 * half] = m[half];
       }
+      __syncwarp();
       ptx::named_barrier_arrive(BAR_L_READY, CONSUMER_THREADS);
     } else {
       ptx::named_barrier_sync(BAR_L_READY, CONSUMER_THREADS);

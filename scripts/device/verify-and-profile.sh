@@ -8,6 +8,9 @@
 #   dense, sparse, fp8, runtime, bench-suite, reliability   the GPU test files of that area
 #   bench-dense        the dense headline cases for seesaw, seesaw_fast and v1
 #   bench-sparse       the sparse cases with and without crossover
+#   sanitize           compute-sanitizer (SANITIZE_TOOLS, default all four) over test/gpu/sanitize; API errors
+#                      are not reported: Kernel.paramInfo() probes cuFuncGetParamInfo past the last
+#                      parameter on purpose (memcheck counted 14 such, one per kernel, and no memory error)
 #   ncu                source-level Nsight Compute profile of the seesaw kernel at dense-compute
 set -u
 out=${1:?usage: verify-and-profile.sh OUTDIR}
@@ -23,7 +26,7 @@ run() {  # name limit command...
   local rc=$?
   last_rc=$rc
   echo "== $name rc=$rc ($((SECONDS - t0)) s)"
-  grep -E "^# (tests|pass|fail|skipped)|not ok|Error|error:|dense-|sparse-" "$out/step.tmp" | grep -v "^# Subtest" | cut -c1-160 | head -40
+  grep -E "^# (tests|pass|fail|skipped)|not ok|Error|error:|dense-|sparse-|ERROR SUMMARY|========= " "$out/step.tmp" | grep -v "^# Subtest" | cut -c1-160 | head -40
   cat "$out/step.tmp" >> "$log"
   rm -f "$out/step.tmp"
 }
@@ -48,11 +51,13 @@ for step in $steps; do
       echo "===== ncu" >> "$log"
       timeout 200 ncu --clock-control none --kernel-name regex:${NCU_KERNEL:-mla_dense_seesaw_bf16} --launch-count 1 --section WarpStateStats \
         --section SourceCounters --section ComputeWorkloadAnalysis --import-source yes -o "$out/profile" -f \
-        bash .gpu/enter.sh node dist/src/cli/cli.js bench --case ${NCU_CASE:-dense-compute} --kernel ${NCU_BENCH_KERNEL:-dense_seesaw} --iters 2 >> "$log" 2>&1
+        bash .gpu/enter.sh node dist/src/cli/cli.js bench --case ${NCU_CASE:-dense-compute} --kernel ${NCU_BENCH_KERNEL:-dense_seesaw} --iters 20 >> "$log" 2>&1
       echo "== ncu rc=$?"
       ncu --import "$out/profile.ncu-rep" --page source --print-source sass --csv > "$out/profile-source.csv" 2>> "$log"
       ncu --import "$out/profile.ncu-rep" --page details >> "$log" 2>&1
       echo "source csv: $(wc -l < "$out/profile-source.csv") lines" ;;
+    sanitize) for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
+        run "compute-sanitizer $tool" ${SANITIZE_LIMIT:-120} compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 99 node dist/test/gpu/sanitize/everyKernel.test.js; done ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
 done

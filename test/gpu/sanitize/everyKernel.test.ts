@@ -1,0 +1,102 @@
+import { test } from "node:test";
+import { DENSE_KERNELS, flashMlaWithKvcache } from "../../../src/mla/flashMlaWithKvcache.js";
+import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
+import { mlaDecodeReference } from "../../../src/mla/mlaDecodeReference.js";
+import { mlaDecodeReferenceGpu } from "../../../src/mla/mlaDecodeReferenceGpu.js";
+import { mlaSparseReferenceGpu } from "../../../src/mla/mlaSparseReferenceGpu.js";
+import { sparseDecodeGpu } from "../../../src/mla/sparseDecodeGpu.js";
+import { quantizeKvCacheFp8 } from "../../../src/mla/kvCacheFp8Gpu.js";
+import { bf16ArrayToF32 } from "../../../src/numeric/bf16.js";
+import { fp16ArrayToF32 } from "../../../src/numeric/fp16.js";
+import { assertClose, DENSE_LSE_TOL, DENSE_OUT_TOL, SPARSE_LSE_TOL, SPARSE_OUT_TOL } from "../../../src/numeric/compare.js";
+import { Rng, randomBf16 } from "../../../src/numeric/random.js";
+import { Tensor } from "../../../src/runtime/Tensor.js";
+import { describeGpu } from "../../helpers/gpu.js";
+import { makeDenseCase, makeSparseCase } from "../../helpers/makeDecodeCase.js";
+import { uploadDenseCase } from "../../helpers/gpuDecodeCase.js";
+
+/**
+ * Every kernel of the library once, on shapes small enough for compute-sanitizer (which slows kernels
+ * many times): run directly, `compute-sanitizer --tool memcheck node dist/test/gpu/sanitize/everyKernel.test.js`.
+ * The shapes still reach the edge cases that matter for memory safety: NaN in unused slots, split
+ * requests (the combine and the split workspace), empty requests, partial blocks, invalid sparse ids,
+ * crossover clusters. Each output is checked against the CPU reference, so it is a real test too.
+ */
+describeGpu("every kernel on small shapes (the compute-sanitizer suite)", () => {
+  test("dense: every main kernel, bf16 and fp16, split and unsplit requests, against the CPU reference", () => {
+    for (const [i, kernel] of DENSE_KERNELS.entries()) {
+      for (const dtype of ["bf16", "fp16"] as const) {
+        const host = makeDenseCase({ seed: 40 + i, b: 3, s_q: 2, h_q: 16, h_kv: 1, seqlens: [0, 130, 1500], causal: true, dtype, extraBlocks: 2 });
+        const c = uploadDenseCase(host);
+        const meta = getMlaMetadata();
+        try {
+          const { out, lse } = flashMlaWithKvcache({ ...c, schedMeta: meta, kernel });
+          const ref = mlaDecodeReference(host);
+          const o = out.toHost().host as Uint16Array;
+          assertClose(dtype === "fp16" ? fp16ArrayToF32(o) : bf16ArrayToF32(o), ref.outF32, DENSE_OUT_TOL, { name: `${kernel} ${dtype} out`, roundReferenceTo: dtype });
+          assertClose(lse.toHost().host as Float32Array, ref.lse.host as Float32Array, DENSE_LSE_TOL, { name: `${kernel} ${dtype} lse` });
+          out.dispose();
+          lse.dispose();
+        } finally {
+          meta.dispose();
+          c.dispose();
+        }
+      }
+    }
+  });
+
+  test("dense fp32 GPU reference against the CPU reference", () => {
+    const host = makeDenseCase({ seed: 50, b: 2, s_q: 1, h_q: 8, h_kv: 2, seqlens: [70, 0], causal: false, dtype: "bf16", extraBlocks: 1 });
+    const c = uploadDenseCase(host);
+    try {
+      const ref = mlaDecodeReferenceGpu(c);
+      const cpu = mlaDecodeReference(host);
+      assertClose(ref.out.toHost().host as Float32Array, cpu.outF32, { abs: 1e-5, rel: 1e-4, cos: 1e-9 }, { name: "fp32 reference out" });
+      ref.out.dispose();
+      ref.lse.dispose();
+    } finally {
+      c.dispose();
+    }
+  });
+
+  test("sparse: plain and crossover kernels, split top-k lists, invalid ids, against the CPU reference", () => {
+    for (const crossover of [false, true]) {
+      const opts = { seed: 60, b: 2, s_q: 2, h_q: 128, s_k: 600, topk: 1100, pageBlockSize: 61, sink: true, invalidFraction: 0.2, topkLength: true };
+      const c = makeSparseCase(opts);
+      const dev = { q: Tensor.toDevice(c.q), kCache: Tensor.toDevice(c.kCache), indices: Tensor.toDevice(c.indices), topkLength: c.topkLength && Tensor.toDevice(c.topkLength), attnSink: c.attnSink && Tensor.toDevice(c.attnSink) };
+      const meta = getMlaMetadata();
+      try {
+        const { out, lse } = sparseDecodeGpu({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale, schedMeta: meta }, { crossover });
+        const ref = mlaDecodeReference({ ...c });
+        assertClose(bf16ArrayToF32(out.toHost().host as Uint16Array), ref.outF32, SPARSE_OUT_TOL, { name: `sparse out (crossover ${crossover})`, roundReferenceTo: "bf16" });
+        assertClose(lse.toHost().host as Float32Array, ref.lse.host as Float32Array, SPARSE_LSE_TOL, { name: `sparse lse (crossover ${crossover})` });
+        out.dispose();
+        lse.dispose();
+        if (!crossover) {
+          const r = mlaSparseReferenceGpu({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale });
+          assertClose(r.out.toHost().host as Float32Array, ref.outF32, { abs: 1e-5, rel: 1e-4, cos: 1e-9 }, { name: "fp32 sparse reference out" });
+          r.out.dispose();
+          r.lse.dispose();
+        }
+      } finally {
+        meta.dispose();
+        for (const t of Object.values(dev)) t?.dispose();
+      }
+    }
+  });
+
+  test("FP8 quantizer on the GPU gives the CPU's bytes", () => {
+    const host = randomBf16(new Rng(70), 37 * 576, { std: 0.5 });
+    const cpu = quantizeKvCacheFp8(Tensor.fromHost(host, [37, 576], "bf16"));
+    const dev = Tensor.toDevice(Tensor.fromHost(host, [37, 576], "bf16"));
+    const gpu = quantizeKvCacheFp8(dev);
+    try {
+      const a = gpu.toHost().host as Uint8Array, b = cpu.host as Uint8Array;
+      const bad = a.findIndex((v, i) => v !== b[i]);
+      if (bad !== -1) throw new Error(`byte ${bad} differs: GPU ${a[bad]}, CPU ${b[bad]}`);
+    } finally {
+      dev.dispose();
+      gpu.dispose();
+    }
+  });
+});
