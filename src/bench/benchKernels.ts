@@ -13,16 +13,16 @@ export interface BenchKernel {
   headCounts?: readonly number[];
   /**
    * Sparse kernels: whether the CTAs of a query token share each token's dequantization (the
-   * crossover rows of the seed's cycle budget).
+   * crossover rows of the seed's cycle budget): always, never, or "h128" where h_q = 128.
    */
-  crossover?: boolean;
+  crossover?: boolean | "h128";
   run(args: FlashMlaWithKvcacheArgs): FlashMlaResult;
 }
 
 /**
  * The implementations by name (`flashmla bench --kernel NAME`), so comparing two kernels is one flag.
- * A new kernel is one entry here. The sparse ones call sparseDecodeGpu directly: flashMlaWithKvcache
- * routes no sparse call until the sparse kernel has passed its GPU tests.
+ * A new kernel is one entry here. `sparse` is flashMlaWithKvcache's own choice (crossover at 128 heads,
+ * the plain kernel otherwise); sparse_v1 and sparse_crossover force one.
  */
 export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freeze({
   dense_seesaw: {
@@ -33,7 +33,7 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
   },
   dense_seesaw_fast: {
     name: "dense_seesaw_fast",
-    description: "flashMlaWithKvcache, kernel \"seesaw_fast\": the seesaw with warp-uniform fast paths (no masks in full blocks, no rescale by 1); experimental",
+    description: "flashMlaWithKvcache, kernel \"seesaw_fast\": the seesaw with warp-uniform fast paths (no masks in full blocks, no rescale by 1), bit-identical outputs; the default",
     kinds: ["dense"],
     run: (args: FlashMlaWithKvcacheArgs) => flashMlaWithKvcache({ ...args, kernel: "seesaw_fast" }),
   },
@@ -42,6 +42,13 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
     description: "flashMlaWithKvcache, kernel \"v1\": the first wgmma split-KV kernel, then the combine",
     kinds: ["dense"],
     run: (args: FlashMlaWithKvcacheArgs) => flashMlaWithKvcache({ ...args, kernel: "v1" }),
+  },
+  sparse: {
+    name: "sparse",
+    description: "flashMlaWithKvcache with indices: crossover clusters at h_q = 128, the plain sparse kernel otherwise; the default",
+    kinds: ["sparse"],
+    crossover: "h128",
+    run: (args: FlashMlaWithKvcacheArgs) => flashMlaWithKvcache(args),
   },
   sparse_v1: {
     name: "sparse_v1",
@@ -61,10 +68,10 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
 });
 
 /** The implementation the commands use for dense cases unless told otherwise: flashMlaWithKvcache's default kernel. */
-export const DEFAULT_BENCH_KERNEL = "dense_seesaw";
+export const DEFAULT_BENCH_KERNEL = "dense_seesaw_fast";
 
 /** The implementation each kind of case gets unless `--kernel` names one. */
-export const DEFAULT_BENCH_KERNELS: Readonly<Record<DecodeKind, string>> = Object.freeze({ dense: DEFAULT_BENCH_KERNEL, sparse: "sparse_v1" });
+export const DEFAULT_BENCH_KERNELS: Readonly<Record<DecodeKind, string>> = Object.freeze({ dense: DEFAULT_BENCH_KERNEL, sparse: "sparse" });
 
 /** The default implementation for cases of `kind`. */
 export function defaultBenchKernel(kind: DecodeKind): BenchKernel {

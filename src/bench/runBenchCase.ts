@@ -114,7 +114,7 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
   let model: MlaShape = c.kind === "dense" ? { kind: "dense", b: c.b, h_q: c.h_q, h_kv: c.h_kv, s_q: c.s_q, s_k: mean } : benchCaseShape(c);
   let cost = mlaCost(model);
   // The crossover rows only describe a kernel whose query token spans two 64-head CTAs.
-  const crossover = opts.kernel.crossover === true && c.h_q > 64;
+  const crossover = (opts.kernel.crossover === true && c.h_q > 64) || (opts.kernel.crossover === "h128" && c.h_q === 128);
   const budget = (measuredTflops?: number) =>
     c.kind === "sparse" ? { cycleBudget: benchCycleBudget(c.h_q, { crossover, peakTflops: opts.roofs.tflops, measuredTflops }) } : {};
   if (unsupported !== undefined) return { ...base, status: "not-available", reason: unsupported, shape, model, cost, ...budget() };

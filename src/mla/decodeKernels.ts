@@ -20,6 +20,8 @@ export interface DecodeKernels {
   sparseBf16: Kernel;
   sparseCrossoverBf16: Kernel;
   sparseSmemBytes: number;
+  /** The sparse kernels' e4m3 -> bf16 dequantization alone (an exhaustive GPU test checks it). */
+  sparseDequantSelftest: Kernel;
   combineBf16: Kernel;
   combineFp16: Kernel;
   fp8KvWrite: Kernel;
@@ -89,6 +91,7 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
     sparseBf16: sp.kernels[0],
     sparseCrossoverBf16: sp.kernels[1],
     sparseSmemBytes: sp.smemBytes,
+    sparseDequantSelftest: sparse.getFunction("mla_sparse_dequant_selftest"),
     combineBf16: combine.getFunction("mla_combine_bf16"),
     combineFp16: combine.getFunction("mla_combine_fp16"),
     fp8KvWrite: fp8.getFunction("fp8_kv_write_v32"),

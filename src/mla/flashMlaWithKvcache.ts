@@ -9,7 +9,8 @@ import { MlaSchedMeta, type MlaSchedConfig } from "./MlaSchedMeta.js";
 import { DenseParamsStruct, SchedParamsStruct } from "./params.js";
 import { launchCombine } from "./launchCombine.js";
 import { numSmPartsDense, numSplitSlots, SCHED_META_INTS } from "./schedule.js";
-import { isSparseCall, refuseSparseCall } from "./sparseArgs.js";
+import { isSparseCall } from "./sparseArgs.js";
+import { sparseDecodeGpu } from "./sparseDecodeGpu.js";
 
 const FN = "flashMlaWithKvcache";
 export const D_QK = 576;
@@ -45,9 +46,10 @@ export interface FlashMlaWithKvcacheArgs {
   /** Stream to enqueue on. @default the legacy default stream */
   stream?: Stream;
   /**
-   * Which dense main kernel runs: "seesaw" (two warpgroups sharing one online softmax, FlashMLA's
-   * schedule), "seesaw_fast" (the same with warp-uniform fast paths; experimental) or "v1" (the first
-   * tensor-core kernel, kept for comparison). @default "seesaw"
+   * Which dense main kernel runs: "seesaw_fast" (two warpgroups sharing one online softmax, FlashMLA's
+   * schedule, with warp-uniform fast paths: no masking in full blocks, no rescale by exactly 1; its
+   * outputs are bit-identical to "seesaw"), "seesaw" (the same without the fast paths) or "v1" (the
+   * first tensor-core kernel, kept for comparison). @default "seesaw_fast"
    */
   kernel?: DenseKernelName;
   /** Preallocated [b, s_q, h_q, 512] output in q's dtype (needed inside CUDA graph capture). */
@@ -86,7 +88,7 @@ export function validateDenseArgs(a: FlashMlaWithKvcacheArgs, requireCuda = true
   if (a === null || typeof a !== "object") throw new ArgumentError(fn, "args", "an options object", String(a));
   if (a.indices !== undefined || a.isFp8Kvcache || a.topkLength !== undefined || a.attnSink !== undefined) {
     throw new ArgumentError(fn, a.indices !== undefined ? "indices" : a.isFp8Kvcache ? "isFp8Kvcache" : a.topkLength !== undefined ? "topkLength" : "attnSink",
-      "the dense path (the sparse FP8 GPU kernel is not in this version; mlaDecodeReference computes sparse decode on the CPU)", "a sparse argument");
+      "the dense path here (isFp8Kvcache, topkLength and attnSink belong to a sparse call, which passes indices)", "a sparse argument");
   }
   const device = requireCuda ? ("cuda" as const) : undefined;
   const q = checkTensor(fn, "q", a.q, { dtypes: ["bf16", "fp16"], shape: [undefined, undefined, undefined, D_QK], dims: ["b", "s_q", "h_q", "d_qk"], lastDimContiguous: true, alignBytes: 16, device });
@@ -167,8 +169,8 @@ function initSchedMeta(meta: MlaSchedMeta, config: MlaSchedConfig, shape: DenseS
  * }
  */
 export function flashMlaWithKvcache(args: FlashMlaWithKvcacheArgs): FlashMlaResult {
-  // A sparse call gets all its argument errors (validateSparseArgs) before the refusal: no sparse GPU kernel yet.
-  if (isSparseCall(args)) refuseSparseCall(args);
+  // Sparse FP8 decode (indices given): crossover clusters where they apply (h_q = 128), the plain kernel otherwise.
+  if (isSparseCall(args)) return sparseDecodeGpu(args, { crossover: args.q?.shape?.[2] === 128 });
   const shape = validateDenseArgs(args);
   const { q, kCache, stream } = args;
   const blockTable = args.blockTable!;
@@ -236,7 +238,7 @@ export function flashMlaWithKvcache(args: FlashMlaWithKvcacheArgs): FlashMlaResu
     pad0: 0,
   });
   const grid: [number, number, number] = [num_m_blocks, shape.h_kv, meta.numSmParts];
-  const kernel = args.kernel ?? "seesaw";
+  const kernel = args.kernel ?? "seesaw_fast";
   if (kernel === "seesaw" || kernel === "seesaw_fast") {
     const fast = kernel === "seesaw_fast";
     const main = q.dtype === "bf16" ? (fast ? k.seesawFastBf16 : k.seesawBf16) : fast ? k.seesawFastFp16 : k.seesawFp16;

@@ -133,20 +133,6 @@ export function isSparseCall(a: FlashMlaWithKvcacheArgs): boolean {
   return a !== null && typeof a === "object" && a.indices !== undefined;
 }
 
-/**
- * Validates a sparse call fully, then refuses it: the sparse FP8 GPU kernel is not in this version.
- * Users get every argument error first, so their call is ready when the kernel lands.
- */
-export function refuseSparseCall(a: FlashMlaWithKvcacheArgs, requireCuda = true): never {
-  validateSparseArgs(a, requireCuda);
-  throw new ArgumentError(
-    FN,
-    "indices",
-    "a dense call (the sparse FP8 GPU kernel is not in this version; mlaDecodeReference computes sparse decode on the CPU)",
-    "a valid sparse call",
-  );
-}
-
 function describe(v: unknown): string {
   if (v === undefined) return "undefined";
   if (v === null) return "null";

@@ -14,11 +14,11 @@ test("BENCH_KERNELS holds the dense kernels and sparse_v1 and sparse_crossover, 
   assert.ok(Object.values(BENCH_KERNELS).filter((k) => k.kinds.includes("dense")).length >= 3);
 });
 
-test("defaultBenchKernel() gives dense cases dense_seesaw and sparse cases sparse_v1", () => {
-  assert.equal(DEFAULT_BENCH_KERNEL, "dense_seesaw");
-  assert.deepEqual(DEFAULT_BENCH_KERNELS, { dense: "dense_seesaw", sparse: "sparse_v1" });
-  assert.equal(defaultBenchKernel("dense").name, "dense_seesaw");
-  assert.equal(defaultBenchKernel("sparse").name, "sparse_v1");
+test("defaultBenchKernel() gives dense cases dense_seesaw_fast and sparse cases the API's own choice", () => {
+  assert.equal(DEFAULT_BENCH_KERNEL, "dense_seesaw_fast");
+  assert.deepEqual(DEFAULT_BENCH_KERNELS, { dense: "dense_seesaw_fast", sparse: "sparse" });
+  assert.equal(defaultBenchKernel("dense").name, "dense_seesaw_fast");
+  assert.equal(defaultBenchKernel("sparse").name, "sparse");
   // What `flashmla bench --all` runs: every case with a kernel that can run it.
   for (const c of BENCH_CASES) assert.equal(benchKernelUnsupported(defaultBenchKernel(c.kind), c), undefined, c.name);
 });
@@ -27,11 +27,11 @@ test("benchKernelUnsupported() says why a kernel cannot run a case, naming the o
   const h16 = { kind: "sparse" as const, h_q: 16 };
   assert.equal(
     benchKernelUnsupported(BENCH_KERNELS.dense_seesaw, h16),
-    "not available: kernel dense_seesaw does not do sparse decode (try --kernel sparse_v1)",
+    "not available: kernel dense_seesaw does not do sparse decode (try --kernel sparse)",
   );
   assert.equal(
     benchKernelUnsupported(BENCH_KERNELS.sparse_v1, { kind: "dense", h_q: 128 }),
-    "not available: kernel sparse_v1 does not do dense decode (try --kernel dense_seesaw)",
+    "not available: kernel sparse_v1 does not do dense decode (try --kernel dense_seesaw_fast)",
   );
   assert.match(benchKernelUnsupported(BENCH_KERNELS.sparse_crossover, h16)!, /^not available: kernel sparse_crossover runs h_q = 128 only \(a cluster of the two 64-head CTAs of a query token\); this case has h_q = 16$/);
   assert.equal(benchKernelUnsupported(BENCH_KERNELS.sparse_crossover, { kind: "sparse", h_q: 128 }), undefined);

@@ -13,7 +13,7 @@ const NO_DEVICE = { device: undefined as unknown as Device, stream: undefined as
 test("runBenchCase() reports a sparse case as not available for a dense kernel, with FlashMLA's cost model and the cycle budget", () => {
   const r = runBenchCase(benchCaseByName("sparse-v32")!, { kernel: BENCH_KERNELS.dense_seesaw, ...NO_DEVICE });
   assert.equal(r.status, "not-available");
-  assert.equal(r.reason, "not available: kernel dense_seesaw does not do sparse decode (try --kernel sparse_v1)");
+  assert.equal(r.reason, "not available: kernel dense_seesaw does not do sparse decode (try --kernel sparse)");
   assert.equal(r.kind, "sparse");
   assert.equal(r.cost.nAttended, 128 * 2 * 2048);
   assert.equal(r.cost.nUnique, expectedUniqueTokens(128, 32768, 2, 2048));

@@ -76,8 +76,8 @@ test("validateDenseArgs() names blockTable, cacheSeqlens, headDimV, softmaxScale
   rejects({ lse: Tensor.zerosHost([2, 2, 8], "f32") }, "lse", /h_q = 8.*got 2/);
 });
 
-test("validateDenseArgs() refuses sparse arguments with a clear pointer to the CPU reference", () => {
-  rejects({ indices: Tensor.zerosHost([2, 2, 64], "i32") }, "indices", /sparse FP8 GPU kernel is not in this version; mlaDecodeReference/);
+test("validateDenseArgs() refuses sparse arguments, saying they belong to a call with indices", () => {
+  rejects({ indices: Tensor.zerosHost([2, 2, 64], "i32") }, "indices", /dense path here \(isFp8Kvcache, topkLength and attnSink belong to a sparse call, which passes indices\)/);
   rejects({ isFp8Kvcache: true }, "isFp8Kvcache", /dense path/);
   rejects({ attnSink: Tensor.zerosHost([8], "f32") }, "attnSink", /dense path/);
 });
