@@ -13,7 +13,7 @@ import { promisify } from "node:util";
 const run = promisify(execFile);
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const kernelRoot = path.join(root, "kernels");
-const outDir = process.env.FLASHMLA_KERNEL_DIR ?? path.join(root, "dist", "kernels");
+const outDir = path.resolve(process.env.FLASHMLA_KERNEL_DIR ?? path.join(root, "dist", "kernels"));
 const strict = process.argv.includes("--strict");
 const nvcc = process.env.NVCC ?? "nvcc";
 

@@ -113,6 +113,16 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
+// barrier.sync / barrier.arrive without .aligned: for roles that reach the same named barrier from
+// different code (templated per warpgroup), where the .aligned forms (bar.sync, bar.arrive) are undefined
+// (PTX: every participating thread must execute the same aligned barrier instruction; synccheck flags it).
+__device__ __forceinline__ void named_barrier_sync_unaligned(uint32_t id, uint32_t threads) {
+  asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive_unaligned(uint32_t id, uint32_t threads) {
+  asm volatile("barrier.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
 // bar.arrive: signal a named barrier without waiting (the producer side of a bar.arrive/bar.sync pair;
 // like bar.sync it orders this thread's earlier shared-memory writes before the waiters continue).
 __device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threads) {

@@ -357,13 +357,13 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
     const int end_blk = req == meta.end_req_idx ? meta.end_block_idx : num_kv_blocks(len);
     const bool is_split = (req == meta.begin_req_idx && meta.is_first_req_splitted) || (req == meta.end_req_idx && meta.is_last_req_splitted);
 
-    // bar.sync / bar.arrive are the .aligned forms: every warp must reach them converged (the lane-
-    // conditional stores before them left warps diverged; compute-sanitizer's synccheck caught it).
+    // WG0 and WG1 run different code (consumer<0>, consumer<1>), so their named barriers are the
+    // unaligned forms (compute-sanitizer's synccheck flagged bar.sync here); warps reconverge first.
     __syncwarp();
-    ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);  // the previous request is done with sQ, sm.l, sm.m
+    ptx::named_barrier_sync_unaligned(BAR_CONSUMERS, CONSUMER_THREADS);  // the previous request is done with sQ, sm.l, sm.m
     load_q<T>(p, sm, req, h0, s_idx, tid);
     ptx::fence_proxy_async_smem();
-    ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);
+    ptx::named_barrier_sync_unaligned(BAR_CONSUMERS, CONSUMER_THREADS);
 
     float o[128];
 #pragma unroll
@@ -424,7 +424,7 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
 #pragma unroll
           for (int x = 0; x < 4; ++x) a[j][x] = ptx::pack2<T>(s[8 * j + 2 * x], s[8 * j + 2 * x + 1]);
         // WG1 must be done with the previous block's P before it is overwritten.
-        if (blk != start_blk) ptx::named_barrier_sync(BAR_P_FREE, CONSUMER_THREADS);
+        if (blk != start_blk) ptx::named_barrier_sync_unaligned(BAR_P_FREE, CONSUMER_THREADS);
 #pragma unroll
         for (int j = 0; j < 4; ++j)
 #pragma unroll
@@ -438,8 +438,8 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
         }
         ptx::fence_proxy_async_smem();
         __syncwarp();
-        ptx::named_barrier_arrive(BAR_P_READY, CONSUMER_THREADS);
-        ptx::named_barrier_sync(BAR_WG0, 128);  // all of P is in smem before W0's own wgmma reads it
+        ptx::named_barrier_arrive_unaligned(BAR_P_READY, CONSUMER_THREADS);
+        ptx::named_barrier_sync_unaligned(BAR_WG0, 128);  // all of P is in smem before W0's own wgmma reads it
 #pragma unroll
         for (int i = 0; i < 128; ++i) o[i] *= scale[(i >> 1) & 1];
         // P from smem (SS) rather than registers (RS): the RS form's register operands pushed this
@@ -453,7 +453,7 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
       } else {
-        ptx::named_barrier_sync(BAR_P_READY, CONSUMER_THREADS);
+        ptx::named_barrier_sync_unaligned(BAR_P_READY, CONSUMER_THREADS);
         const float f0 = sm.scale[16 * warp_in_wg + lane / 4], f1 = sm.scale[16 * warp_in_wg + lane / 4 + 8];
 #pragma unroll
         for (int i = 0; i < 128; ++i) o[i] *= ((i >> 1) & 1) ? f1 : f0;
@@ -465,8 +465,11 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
         ptx::wgmma_commit();
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
-        ptx::named_barrier_arrive(BAR_P_FREE, CONSUMER_THREADS);
+        ptx::named_barrier_arrive_unaligned(BAR_P_FREE, CONSUMER_THREADS);
       }
+      // Lane 0 arrives for its warp: the other lanes' reads of this buffer (the valid flags) must be
+      // ordered before it, since an mbarrier arrive releases only the arriving thread's accesses.
+      __syncwarp();
       if (lane == 0) {
         ptx::mbarrier_arrive(&sm.kempty[stage]);
         // The peer's producer also writes into this buffer: release it there too.
@@ -478,7 +481,7 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
     // Final L and M: WG0 owns them; the last P_FREE arrival of WG1 is consumed here.
     float L[2], M[2];
     if constexpr (WG == 0) {
-      ptx::named_barrier_sync(BAR_P_FREE, CONSUMER_THREADS);
+      ptx::named_barrier_sync_unaligned(BAR_P_FREE, CONSUMER_THREADS);
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         l[half] += __shfl_xor_sync(0xFFFFFFFFu, l[half], 1);
@@ -487,9 +490,9 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
         if (lane % 4 == 0) sm.l[16 * warp_in_wg + lane / 4 + 8 * half] = l[half], sm.m[16 * warp_in_wg + lane / 4 + 8 * half] = m[half];
       }
       __syncwarp();
-      ptx::named_barrier_arrive(BAR_L_READY, CONSUMER_THREADS);
+      ptx::named_barrier_arrive_unaligned(BAR_L_READY, CONSUMER_THREADS);
     } else {
-      ptx::named_barrier_sync(BAR_L_READY, CONSUMER_THREADS);
+      ptx::named_barrier_sync_unaligned(BAR_L_READY, CONSUMER_THREADS);
 #pragma unroll
       for (int half = 0; half < 2; ++half) L[half] = sm.l[16 * warp_in_wg + lane / 4 + 8 * half], M[half] = sm.m[16 * warp_in_wg + lane / 4 + 8 * half];
     }

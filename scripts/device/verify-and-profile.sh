@@ -8,9 +8,13 @@
 #   dense, sparse, fp8, runtime, bench-suite, reliability   the GPU test files of that area
 #   bench-dense        the dense headline cases for seesaw, seesaw_fast and v1
 #   bench-sparse       the sparse cases with and without crossover
+#   dequant(-int), sparse-int, bench-sparse-int   the same with the cubins of dist/kernels-int (built with
+#                      NVCC_EXTRA_FLAGS=-DMLA_DEQUANT_INT FLASHMLA_KERNEL_DIR=dist/kernels-int)
 #   sanitize           compute-sanitizer (SANITIZE_TOOLS, default all four) over test/gpu/sanitize; API errors
 #                      are not reported: Kernel.paramInfo() probes cuFuncGetParamInfo past the last
 #                      parameter on purpose (memcheck counted 14 such, one per kernel, and no memory error)
+#   bench-all          flashmla bench --all with JSON and SVG
+#   reliability-full   the reliability suite at full size (500 + 200 fuzz cases, 10,000 soak calls)
 #   ncu                source-level Nsight Compute profile of the seesaw kernel at dense-compute
 set -u
 out=${1:?usage: verify-and-profile.sh OUTDIR}
@@ -26,7 +30,7 @@ run() {  # name limit command...
   local rc=$?
   last_rc=$rc
   echo "== $name rc=$rc ($((SECONDS - t0)) s)"
-  grep -E "^# (tests|pass|fail|skipped)|not ok|Error|error:|dense-|sparse-|ERROR SUMMARY|========= " "$out/step.tmp" | grep -v "^# Subtest" | cut -c1-160 | head -40
+  grep -E "^# (tests|pass|fail|skipped)|^ *# [0-9]|not ok|Error|error:|dense-|sparse-|ERROR SUMMARY|========= " "$out/step.tmp" | grep -v "^# Subtest" | cut -c1-160 | head -40
   cat "$out/step.tmp" >> "$log"
   rm -f "$out/step.tmp"
 }
@@ -35,6 +39,11 @@ dense_cases="dense-compute dense-compute-mtp dense-mem-h16 dense-mem-h64 dense-b
 for step in $steps; do
   case $step in
     dense) gpu_test dense 200 dist/test/gpu/mla/denseDecode.test.js ;;
+    dequant) gpu_test dequant 60 dist/test/gpu/mla/sparseDequant.test.js ;;
+    dequant-int) FLASHMLA_KERNEL_DIR=dist/kernels-int gpu_test dequant-int 60 dist/test/gpu/mla/sparseDequant.test.js ;;
+    sparse-int) FLASHMLA_KERNEL_DIR=dist/kernels-int gpu_test sparse-int 150 dist/test/gpu/mla/sparseDecode.test.js ;;
+    bench-sparse-int) for k in sparse_v1 sparse_crossover; do
+        FLASHMLA_KERNEL_DIR=dist/kernels-int run "bench $k (MLA_DEQUANT_INT)" 150 node dist/src/cli/cli.js bench --case sparse-v32 sparse-v32-h64 sparse-long-topk sparse-h16 --kernel $k --json "$out/bench-int-$k.json"; done ;;
     sparse) gpu_test sparse 150 dist/test/gpu/mla/sparseDecode.test.js
       [ "$last_rc" = 124 ] && sparse_hung=1 ;;
     fp8) gpu_test fp8 60 dist/test/gpu/mla/fp8KvWriter.test.js ;;
@@ -47,15 +56,17 @@ for step in $steps; do
     bench-sparse) [ -n "${sparse_hung:-}" ] && { echo "== bench-sparse skipped: the sparse test hung"; continue; }
       for k in sparse_v1 sparse_crossover; do
         run "bench $k" 150 node dist/src/cli/cli.js bench --case sparse-v32 sparse-v32-h64 sparse-long-topk sparse-h16 --kernel $k --json "$out/bench-$k.json"; done ;;
-    ncu)
-      echo "===== ncu" >> "$log"
-      timeout 200 ncu --clock-control none --kernel-name regex:${NCU_KERNEL:-mla_dense_seesaw_bf16} --launch-count 1 --section WarpStateStats \
-        --section SourceCounters --section ComputeWorkloadAnalysis --import-source yes -o "$out/profile" -f \
+    ncu)  # NCU_KERNEL (regex), NCU_CASE, NCU_BENCH_KERNEL; the report stays in /tmp, its pages go to the log and a CSV
+      echo "===== ncu ${NCU_KERNEL:-mla_dense_seesaw_bf16} ${NCU_CASE:-dense-compute}" >> "$log"
+      timeout ${NCU_LIMIT:-200} ncu --clock-control none --kernel-name regex:${NCU_KERNEL:-mla_dense_seesaw_bf16} --launch-count 1 --section SpeedOfLight \
+        --section WarpStateStats --section SourceCounters --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --import-source yes -o /tmp/profile -f \
         bash .gpu/enter.sh node dist/src/cli/cli.js bench --case ${NCU_CASE:-dense-compute} --kernel ${NCU_BENCH_KERNEL:-dense_seesaw} --iters 20 >> "$log" 2>&1
       echo "== ncu rc=$?"
-      ncu --import "$out/profile.ncu-rep" --page source --print-source sass --csv > "$out/profile-source.csv" 2>> "$log"
-      ncu --import "$out/profile.ncu-rep" --page details >> "$log" 2>&1
+      ncu --import /tmp/profile.ncu-rep --page source --print-source sass --csv > "$out/profile-source.csv" 2>> "$log"
+      ncu --import /tmp/profile.ncu-rep --page details >> "$log" 2>&1
       echo "source csv: $(wc -l < "$out/profile-source.csv") lines" ;;
+    bench-all) run "bench --all" ${BENCH_ALL_LIMIT:-200} node dist/src/cli/cli.js bench --all --json "$out/bench-all.json" --svg "$out/bench-all.svg" ;;
+    reliability-full) FLASHMLA_FUZZ_CASES=500 FLASHMLA_SPARSE_FUZZ_CASES=200 FLASHMLA_SOAK_CALLS=10000 gpu_test reliability-full ${RELIABILITY_LIMIT:-300} dist/test/gpu/reliability ;;
     sanitize) for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
         run "compute-sanitizer $tool" ${SANITIZE_LIMIT:-120} compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 99 node dist/test/gpu/sanitize/everyKernel.test.js; done ;;
     *) echo "unknown step $step"; exit 2 ;;

@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { benchCaseByName } from "../../../bench/cases.js";
-import { BENCH_KERNELS, DEFAULT_BENCH_KERNEL } from "../../../src/bench/benchKernels.js";
+import { BENCH_KERNELS, DEFAULT_BENCH_KERNEL, DEFAULT_BENCH_KERNELS } from "../../../src/bench/benchKernels.js";
 import { benchModules } from "../../../src/bench/benchModules.js";
 import { CeilingsCache } from "../../../src/bench/CeilingsCache.js";
 import { checkDenseCase } from "../../../src/bench/checkDenseCase.js";
@@ -107,7 +107,7 @@ describeGpu("bench harness on the GPU", (device) => {
     assert.equal(rec.results[0].status, "ok");
     assert.ok(rec.results[0].usMedian > 0);
     // Without --kernel the sparse case runs with sparse_v1, the dense one with dense_seesaw.
-    assert.equal(rec.kernel, "dense_seesaw + sparse_v1");
+    assert.equal(rec.kernel, `${DEFAULT_BENCH_KERNELS.dense} + ${DEFAULT_BENCH_KERNELS.sparse}`);
     assert.equal(rec.results[1].kernel, "sparse_v1");
     assert.equal(rec.results[1].status, "ok", rec.results[1].reason);
     assert.ok(rec.results[1].tflops > 0 && rec.results[1].nUnique > 0);
