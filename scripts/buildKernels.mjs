@@ -89,7 +89,17 @@ async function main() {
   mkdirSync(outDir, { recursive: true });
   const headers = headerFiles(kernelRoot);
   const headerHash = sha256(Buffer.concat(headers.map((h) => readFileSync(h))));
-  const manifest = { arch: "sm_90a", nvccVersion, flags: FLAGS, builtAt: new Date().toISOString(), kernels: {} };
+  // The commit the sources came from (a GPU host may get the work tree with a stale or no .git: the
+  // device script passes this on as FLASHMLA_COMMIT, so bench records name the right commit).
+  let sourceCommit = "unknown";
+  try {
+    const head = execFileSync("git", ["rev-parse", "HEAD"], { cwd: root, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim();
+    const dirty = execFileSync("git", ["status", "--porcelain", "--untracked-files=no"], { cwd: root, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim() !== "";
+    sourceCommit = dirty ? `${head}+dirty` : head;
+  } catch {
+    // not a git checkout (an installed package): leave it unknown
+  }
+  const manifest = { arch: "sm_90a", nvccVersion, flags: FLAGS, builtAt: new Date().toISOString(), sourceCommit, kernels: {} };
   let failed = false;
   // Two at a time: the build machines have few cores.
   const queue = [...SOURCES];

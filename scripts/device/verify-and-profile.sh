@@ -21,6 +21,9 @@ out=${1:?usage: verify-and-profile.sh OUTDIR}
 log="$out/verify.log"
 steps=${STEPS:-"dense sparse bench-dense bench-sparse"}
 export FLASHMLA_REQUIRE_GPU=1 FLASHMLA_DENSE_GRID=${FLASHMLA_DENSE_GRID:-quick} FLASHMLA_SPARSE_GRID=${FLASHMLA_SPARSE_GRID:-quick}
+# Bench records name the commit the kernels were built from here (the host's copy of .git may be stale).
+FLASHMLA_COMMIT=$(sed -n 's/.*"sourceCommit": "\([^"]*\)".*/\1/p' dist/kernels/manifest.json | head -1)
+export FLASHMLA_COMMIT
 export FLASHMLA_FUZZ_CASES=${FLASHMLA_FUZZ_CASES:-60} FLASHMLA_SOAK_CALLS=${FLASHMLA_SOAK_CALLS:-1000}
 run() {  # name limit command...
   local name=$1 limit=$2; shift 2

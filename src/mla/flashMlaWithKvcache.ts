@@ -38,7 +38,11 @@ export interface FlashMlaWithKvcacheArgs {
   softmaxScale?: number;
   /** With s_q > 1, query token j sees keys [0, s_k - (s_q - 1 - j)). Ignored when s_q = 1. @default false */
   causal?: boolean;
-  /** Sparse FP8 decode (DeepSeek Sparse Attention). Not in this version: see issue "Sparse FP8 decode". */
+  /**
+   * Sparse FP8 decode (DeepSeek Sparse Attention): with `indices` [b, s_q, topk] the call reads the V32
+   * FP8 cache (656 bytes per token) and must set this true; `topkLength` [b] and `attnSink` [h_q] are
+   * optional (FlashMLA's semantics). blockTable, cacheSeqlens and causal belong to the dense path.
+   */
   isFp8Kvcache?: boolean;
   indices?: Tensor;
   topkLength?: Tensor;

@@ -21,13 +21,11 @@ export interface SparseDecodeOptions {
 const D_V = 512;
 
 /**
- * Sparse FP8 decode on the GPU (kernels/mla_decode/sparse_decode_sm90.cu, first version without
- * crossover): validation, the scheduler over each request's valid top-k entries, the main kernel, then
- * the dense combine (which applies the attention sink to split rows).
- *
- * NOT YET VERIFIED ON A GPU: written in a session whose device time was spent. flashMlaWithKvcache does
- * not route to it; test/gpu/mla/sparseDecode.test.ts checks it against mlaDecodeReference, and only once
- * that passes on the H200 should flashMlaWithKvcache call it for `indices`.
+ * Sparse FP8 decode on the GPU (kernels/mla_decode/sparse_decode_sm90.cu): validation, the scheduler over
+ * each request's valid top-k entries, the main kernel (plain, or at h_q = 128 with `crossover` a 2-CTA
+ * cluster sharing the dequantization), then the dense combine (which applies the attention sink to split
+ * rows). flashMlaWithKvcache calls it for `indices` (crossover at h_q = 128); test/gpu/mla/sparseDecode.test.ts
+ * checks both kernels against mlaDecodeReference on the H200.
  */
 export function sparseDecodeGpu(args: FlashMlaWithKvcacheArgs, opts: SparseDecodeOptions = {}): FlashMlaResult {
   const shape = validateSparseArgs(args);
