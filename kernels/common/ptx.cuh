@@ -363,6 +363,14 @@ __device__ __forceinline__ uint4 ld_nc_v4(const void* p) {
   return v;
 }
 
+// ld.global.nc.L1::no_allocate.L2::256B.v4: the same load, asking L2 to fetch the whole 256-byte
+// block around it on a miss (a 656-byte FP8 token spans three: the neighbours' loads then hit L2).
+__device__ __forceinline__ uint4 ld_nc_v4_l2_256(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+
 // Packs two f32 into 16-bit pairs (low half = first argument), the A-fragment format of wgmma.
 template <typename T>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {

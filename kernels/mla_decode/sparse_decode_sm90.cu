@@ -301,6 +301,96 @@ __device__ __forceinline__ void producer_crossover(const SparseParams& p, Smem& 
   }
 }
 
+// The second producer (`v2` kernels, selectable while it is measured against the first): each warp
+// takes 8 tokens and its lanes q = lane / 8 take 16-byte chunks q, q + 4, q + 8, ... of each token, so
+// one load instruction reads 64 contiguous bytes of each of 8 tokens (8-16 lines) instead of 16 bytes of
+// each of 32 places (32 lines), and asks L2 for 256-byte fetches. A round is 32 tokens (4 warps x 8):
+// two rounds per block for the plain kernel, one (this CTA's half) with crossover. All eleven loads of a
+// round (eight FP8 chunks, the four scales, two RoPE chunks), of both rounds, are in flight before the
+// thread waits for the buffer and converts.
+// The 16 values of chunk c of 64-dim group k are dims 64k + 16q .. +15: chunks 2q and 2q + 1 of SW128
+// tile k, so the 8 lanes of a chunk write 8 different rows (conflict-free after the swizzle).
+template <bool XO>
+__device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx) {
+  constexpr int ROUNDS = XO ? 1 : 2;
+  const int t = threadIdx.x - CONSUMER_THREADS, warp = t / 32, lane = t % 32, q = lane / 8;
+  const uint32_t rank = XO ? ptx::cluster_ctarank() : 0u, peer = rank ^ 1u;
+  auto token_of = [&](int r) { return (XO ? 32 * static_cast<int>(rank) : 32 * r) + 8 * warp + lane % 8; };
+  const int n_blocks = walk_blocks(p, meta);
+  Cursor cur = cursor_begin(p, meta), ahead = cur;  // cur: the block being filled (valid flags)
+  int slot[ROUNDS], slot1[ROUNDS];
+#pragma unroll
+  for (int r = 0; r < ROUNDS; ++r) slot[r] = cursor_slot(p, meta, ahead, s_idx, token_of(r));
+  cursor_next(p, meta, ahead);
+#pragma unroll
+  for (int r = 0; r < ROUNDS; ++r) slot1[r] = cursor_slot(p, meta, ahead, s_idx, token_of(r));
+  cursor_next(p, meta, ahead);
+  if (q == 0) {
+#pragma unroll
+    for (int r = 0; r < ROUNDS; ++r) prefetch_token(p, slot[r]), prefetch_token(p, slot1[r]);
+  }
+  for (int it = 0; it < n_blocks; ++it) {
+    const int stage = it % 2;
+    uint8_t* kb = sm.k[stage];
+    const uint32_t remote_kb = XO ? ptx::mapa_shared(ptx::smem_addr(kb), peer) : 0u;
+    const uint32_t remote_bar = XO ? ptx::mapa_shared(ptx::smem_addr(&sm.kfull[stage]), peer) : 0u;
+    auto put = [&](int offset, uint4 v) {
+      *reinterpret_cast<uint4*>(kb + offset) = v;
+      if constexpr (XO) ptx::st_async_v4(remote_kb + offset, v, remote_bar);
+    };
+    // Every load of the block (both rounds) is issued before the buffer wait and the conversions.
+    uint4 raw[ROUNDS][8], rope[ROUNDS][2], sc4[ROUNDS];
+    int slot2[ROUNDS];
+#pragma unroll
+    for (int r = 0; r < ROUNDS; ++r) {
+      const uint8_t* tok = token_ptr(p, slot[r] >= 0 ? slot[r] : 0);  // no slot: read slot 0, write zeros
+#pragma unroll
+      for (int k = 0; k < 8; ++k) raw[r][k] = ptx::ld_nc_v4_l2_256(tok + 64 * k + 16 * q);
+      sc4[r] = ptx::ld_nc_v4(tok + 512);
+#pragma unroll
+      for (int k = 0; k < 2; ++k) rope[r][k] = ptx::ld_nc_v4(tok + 528 + 64 * k + 16 * q);
+    }
+#pragma unroll
+    for (int r = 0; r < ROUNDS; ++r) slot2[r] = cursor_slot(p, meta, ahead, s_idx, token_of(r));
+    // The buffer is free once the consumers (of both CTAs, with crossover) released it.
+    if constexpr (XO) ptx::mbarrier_wait_cluster(&sm.kempty[stage], ((it / 2) & 1) ^ 1);
+    else ptx::mbarrier_wait(&sm.kempty[stage], ((it / 2) & 1) ^ 1);
+#pragma unroll
+    for (int r = 0; r < ROUNDS; ++r) {
+      const int token = token_of(r);
+      const bool valid = slot[r] >= 0;
+      const float scales[4] = {__uint_as_float(sc4[r].x), __uint_as_float(sc4[r].y), __uint_as_float(sc4[r].z), __uint_as_float(sc4[r].w)};
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        uint4 a, b;
+        dequant16(raw[r][k], __float2bfloat162_rn(scales[k / 2]), a, b);
+        if (!valid) a = b = make_uint4(0, 0, 0, 0);
+        put(k * TILE_BYTES + sw128(token, 2 * q), a);
+        put(k * TILE_BYTES + sw128(token, 2 * q + 1), b);
+      }
+#pragma unroll
+      for (int k = 0; k < 2; ++k) put(8 * TILE_BYTES + sw128(token, q + 4 * k), valid ? rope[r][k] : make_uint4(0, 0, 0, 0));
+      if constexpr (!XO) {
+        if (q == 0) sm.valid[stage][token] = valid ? 1 : 0;
+      }
+    }
+    if constexpr (XO) {  // both CTAs read the same index row: each sets all 64 flags itself
+      if (t < 64) sm.valid[stage][t] = cursor_slot(p, meta, cur, s_idx, t) >= 0 ? 1 : 0;
+    }
+    ptx::fence_proxy_async_smem();  // the consumers' wgmma reads these generic writes
+    if (XO && t == 0) ptx::mbarrier_arrive_expect_tx(&sm.kfull[stage], 32 * D_QK * 2);  // + the peer's half
+    else ptx::mbarrier_arrive(&sm.kfull[stage]);
+    if (q == 0) {
+#pragma unroll
+      for (int r = 0; r < ROUNDS; ++r) prefetch_token(p, slot2[r]);
+    }
+#pragma unroll
+    for (int r = 0; r < ROUNDS; ++r) slot[r] = slot1[r], slot1[r] = slot2[r];
+    cursor_next(p, meta, cur);
+    cursor_next(p, meta, ahead);
+  }
+}
+
 template <typename T>
 __device__ __forceinline__ void load_q(const SparseParams& p, Smem& sm, int req, int h0, int s_idx, int tid) {
   const uint16_t* q = static_cast<const uint16_t*>(p.q);
@@ -501,7 +591,7 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
   }
 }
 
-template <bool XO>
+template <bool XO, bool V2>
 __device__ __forceinline__ void sparse_decode(const SparseParams& p) {
   extern __shared__ uint8_t smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -526,7 +616,8 @@ __device__ __forceinline__ void sparse_decode(const SparseParams& p) {
   const int wg = __shfl_sync(0xFFFFFFFFu, static_cast<int>(threadIdx.x / 128), 0);
   if (wg == 2) {
     ptx::setmaxnreg_dec<PRODUCER_REGS>();
-    if constexpr (XO) producer_crossover(p, sm, *meta, blockIdx.y);
+    if constexpr (V2) producer_v2<XO>(p, sm, *meta, blockIdx.y);
+    else if constexpr (XO) producer_crossover(p, sm, *meta, blockIdx.y);
     else producer(p, sm, *meta, blockIdx.y);
   } else if (wg == 0) {
     ptx::setmaxnreg_inc<WG0_REGS>();
@@ -543,11 +634,18 @@ __device__ __forceinline__ void sparse_decode(const SparseParams& p) {
 
 // Grid (ceil(h_q / 64), s_q, num_sm_parts), 384 threads.
 extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_sparse_decode_bf16_sm90(const __grid_constant__ mla::SparseParams p) {
-  sparse_decode<false>(p);
+  sparse_decode<false, false>(p);
 }
 // Crossover (h_q = 128 only): launch with a (2, 1, 1) cluster over the two head tiles.
 extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_sparse_decode_crossover_bf16_sm90(const __grid_constant__ mla::SparseParams p) {
-  sparse_decode<true>(p);
+  sparse_decode<true, false>(p);
+}
+// The same with the second producer (producer_v2), for measuring it against the first.
+extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_sparse_decode_v2_bf16_sm90(const __grid_constant__ mla::SparseParams p) {
+  sparse_decode<false, true>(p);
+}
+extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_sparse_decode_crossover_v2_bf16_sm90(const __grid_constant__ mla::SparseParams p) {
+  sparse_decode<true, true>(p);
 }
 extern "C" __device__ const int mla_sparse_decode_smem_bytes = SMEM_BYTES;
 

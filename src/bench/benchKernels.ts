@@ -65,6 +65,21 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
     crossover: true,
     run: (args: FlashMlaWithKvcacheArgs) => sparseDecodeGpu(args, { crossover: true }),
   },
+  sparse_v2: {
+    name: "sparse_v2",
+    description: "sparseDecodeGpu with the second producer (a warp takes 8 tokens, 64 contiguous bytes of each per load, every load of a block in flight); not yet measured",
+    kinds: ["sparse"],
+    crossover: false,
+    run: (args: FlashMlaWithKvcacheArgs) => sparseDecodeGpu(args, { crossover: false, producer: "v2" }),
+  },
+  sparse_crossover_v2: {
+    name: "sparse_crossover_v2",
+    description: "sparse_crossover with the second producer; not yet measured",
+    kinds: ["sparse"],
+    headCounts: [128],
+    crossover: true,
+    run: (args: FlashMlaWithKvcacheArgs) => sparseDecodeGpu(args, { crossover: true, producer: "v2" }),
+  },
 });
 
 /** The implementation the commands use for dense cases unless told otherwise: flashMlaWithKvcache's default kernel. */

@@ -19,6 +19,9 @@ export interface DecodeKernels {
   seesawSmemBytes: number;
   sparseBf16: Kernel;
   sparseCrossoverBf16: Kernel;
+  /** The same two with the second producer (coalesced per-token loads), while it is measured. */
+  sparseV2Bf16: Kernel;
+  sparseCrossoverV2Bf16: Kernel;
   sparseSmemBytes: number;
   /** The sparse kernels' e4m3 -> bf16 dequantization alone (an exhaustive GPU test checks it). */
   sparseDequantSelftest: Kernel;
@@ -77,7 +80,12 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
     "mla_dense_seesaw_fast_bf16_sm90",
     "mla_dense_seesaw_fast_fp16_sm90",
   ]);
-  const sp = withSmem(sparse, "mla_sparse_decode_smem_bytes", ["mla_sparse_decode_bf16_sm90", "mla_sparse_decode_crossover_bf16_sm90"]);
+  const sp = withSmem(sparse, "mla_sparse_decode_smem_bytes", [
+    "mla_sparse_decode_bf16_sm90",
+    "mla_sparse_decode_crossover_bf16_sm90",
+    "mla_sparse_decode_v2_bf16_sm90",
+    "mla_sparse_decode_crossover_v2_bf16_sm90",
+  ]);
   const k: DecodeKernels = {
     sched: sched.getFunction("mla_sched_meta"),
     denseBf16: v1.kernels[0],
@@ -90,6 +98,8 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
     seesawSmemBytes: ss.smemBytes,
     sparseBf16: sp.kernels[0],
     sparseCrossoverBf16: sp.kernels[1],
+    sparseV2Bf16: sp.kernels[2],
+    sparseCrossoverV2Bf16: sp.kernels[3],
     sparseSmemBytes: sp.smemBytes,
     sparseDequantSelftest: sparse.getFunction("mla_sparse_dequant_selftest"),
     combineBf16: combine.getFunction("mla_combine_bf16"),

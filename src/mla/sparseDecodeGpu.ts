@@ -17,6 +17,14 @@ export interface SparseDecodeOptions {
    * @default false
    */
   crossover?: boolean;
+  /**
+   * Which producer gathers and dequantizes the tokens: "v1" (two threads per token, 16-byte pieces) or
+   * "v2" (a warp takes 8 tokens, 64 contiguous bytes of each per load, L2 256-byte fetches, every load
+   * of a block in flight at once). Outputs are bit-identical; v2 is measured against v1 before it
+   * becomes the default.
+   * @default "v1"
+   */
+  producer?: "v1" | "v2";
 }
 const D_V = 512;
 
@@ -104,7 +112,9 @@ export function sparseDecodeGpu(args: FlashMlaWithKvcacheArgs, opts: SparseDecod
     scale_log2: shape.softmax_scale * Math.LOG2E,
     pad0: 0,
   });
-  const main = opts.crossover ? k.sparseCrossoverBf16 : k.sparseBf16;
+  const producer = opts.producer ?? "v1";
+  if (producer !== "v1" && producer !== "v2") throw new ArgumentError(FN, "producer", '"v1" or "v2"', String(producer));
+  const main = producer === "v2" ? (opts.crossover ? k.sparseCrossoverV2Bf16 : k.sparseV2Bf16) : opts.crossover ? k.sparseCrossoverBf16 : k.sparseBf16;
   main.launch(
     {
       grid: [shape.num_head_tiles, shape.s_q, meta.numSmParts],
