@@ -30,19 +30,29 @@ __device__ __forceinline__ int dense_row_limit(const DenseParams& p, int flat, i
 }
 
 // `threads` threads copy a request's 64 Q rows (flattened s_q x heads_per_kv rows of KV head hk) into
-// SW128 tiles at `q_smem` (the layout TMA would produce); rows past rows_per_kv are zero.
+// SW128 tiles at `q_smem` (the layout TMA would produce); rows past rows_per_kv are zero. Six 16-byte
+// loads per thread are in flight at a time (Q is 72 KB: one at a time cost a memory round trip per
+// 4 KB, several microseconds at the start of every request; that start is most of a short call).
 __device__ __forceinline__ void load_q_dense(const DenseParams& p, uint8_t* q_smem, int req, int m_block, int hk, int tid, int threads) {
   const uint16_t* q = static_cast<const uint16_t*>(p.q);
-#pragma unroll 2
-  for (int c = tid; c < 64 * 72; c += threads) {
-    const int r = c / 72, chunk = c % 72;
-    const int flat = m_block * BLOCK_M + r;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (flat < p.rows_per_kv) {
-      const int s = flat / p.heads_per_kv, head = hk * p.heads_per_kv + flat % p.heads_per_kv;
-      v = __ldg(reinterpret_cast<const uint4*>(q + req * p.q_batch_stride + s * p.q_token_stride + head * p.q_head_stride + chunk * 8));
+  constexpr int BATCH = 6, CHUNKS = 64 * 72;
+  for (int base = tid; base < CHUNKS; base += BATCH * threads) {
+    uint4 v[BATCH];
+#pragma unroll
+    for (int j = 0; j < BATCH; ++j) {
+      const int c = base + j * threads, r = c / 72, chunk = c % 72;
+      const int flat = m_block * BLOCK_M + r;
+      v[j] = make_uint4(0, 0, 0, 0);
+      if (c < CHUNKS && flat < p.rows_per_kv) {
+        const int s = flat / p.heads_per_kv, head = hk * p.heads_per_kv + flat % p.heads_per_kv;
+        v[j] = __ldg(reinterpret_cast<const uint4*>(q + req * p.q_batch_stride + s * p.q_token_stride + head * p.q_head_stride + chunk * 8));
+      }
     }
-    *reinterpret_cast<uint4*>(q_smem + (chunk / 8) * TILE_BYTES + sw128(r, chunk % 8)) = v;
+#pragma unroll
+    for (int j = 0; j < BATCH; ++j) {
+      const int c = base + j * threads, r = c / 72, chunk = c % 72;
+      if (c < CHUNKS) *reinterpret_cast<uint4*>(q_smem + (chunk / 8) * TILE_BYTES + sw128(r, chunk % 8)) = v[j];
+    }
   }
 }
 

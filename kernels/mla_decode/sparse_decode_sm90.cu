@@ -391,15 +391,26 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
   }
 }
 
+// The 64 heads [h0, h0 + 64) of query token s_idx into SW128 tiles (zero past h_q), six 16-byte loads
+// per thread in flight at a time (as load_q_dense).
 template <typename T>
 __device__ __forceinline__ void load_q(const SparseParams& p, Smem& sm, int req, int h0, int s_idx, int tid) {
   const uint16_t* q = static_cast<const uint16_t*>(p.q);
-#pragma unroll 2
-  for (int c = tid; c < 64 * 72; c += CONSUMER_THREADS) {
-    const int r = c / 72, chunk = c % 72, head = h0 + r;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (head < p.h_q) v = __ldg(reinterpret_cast<const uint4*>(q + req * p.q_batch_stride + s_idx * p.q_token_stride + head * p.q_head_stride + chunk * 8));
-    *reinterpret_cast<uint4*>(sm.q + (chunk / 8) * TILE_BYTES + sw128(r, chunk % 8)) = v;
+  constexpr int BATCH = 6, CHUNKS = 64 * 72;
+  for (int base = tid; base < CHUNKS; base += BATCH * CONSUMER_THREADS) {
+    uint4 v[BATCH];
+#pragma unroll
+    for (int j = 0; j < BATCH; ++j) {
+      const int c = base + j * CONSUMER_THREADS, head = h0 + c / 72;
+      v[j] = make_uint4(0, 0, 0, 0);
+      if (c < CHUNKS && head < p.h_q)
+        v[j] = __ldg(reinterpret_cast<const uint4*>(q + req * p.q_batch_stride + s_idx * p.q_token_stride + head * p.q_head_stride + (c % 72) * 8));
+    }
+#pragma unroll
+    for (int j = 0; j < BATCH; ++j) {
+      const int c = base + j * CONSUMER_THREADS;
+      if (c < CHUNKS) *reinterpret_cast<uint4*>(sm.q + ((c % 72) / 8) * TILE_BYTES + sw128(c / 72, (c % 72) % 8)) = v[j];
+    }
   }
 }
 
