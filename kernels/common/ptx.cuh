@@ -154,6 +154,17 @@ __device__ __forceinline__ void prefetch_tensormap(const void* tmap) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(tmap) : "memory");
 }
 
+// The same load multicast to every CTA of the cluster in cta_mask: each receives the tile at the same
+// shared-memory offset and its own mbarrier at `bar`'s offset gets the complete_tx.
+__device__ __forceinline__ void tma_load_4d_multicast(void* dst, const void* tmap, uint64_t* bar, int c0, int c1, int c2, int c3,
+                                                     uint16_t cta_mask, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster.L2::cache_hint"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6], %7, %8;" ::"r"(smem_addr(dst)),
+      "l"(tmap), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_addr(bar)), "h"(cta_mask), "l"(policy)
+      : "memory");
+}
+
 // ---- wgmma (PTX ISA §9.7.15) -----------------------------------------------------------------------
 
 // wgmma.fence: order register/accumulator writes by ordinary instructions before the next wgmma.

@@ -37,6 +37,12 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
     kinds: ["dense"],
     run: (args: FlashMlaWithKvcacheArgs) => flashMlaWithKvcache({ ...args, kernel: "seesaw_fast" }),
   },
+  dense_seesaw_mc: {
+    name: "dense_seesaw_mc",
+    description: "flashMlaWithKvcache, kernel \"seesaw_mc\": seesaw_fast with each K tile multicast by TMA to the two m-block CTAs of a cluster (odd m-block counts run seesaw_fast); not yet measured",
+    kinds: ["dense"],
+    run: (args: FlashMlaWithKvcacheArgs) => flashMlaWithKvcache({ ...args, kernel: "seesaw_mc" }),
+  },
   dense_v1: {
     name: "dense_v1",
     description: "flashMlaWithKvcache, kernel \"v1\": the first wgmma split-KV kernel, then the combine",

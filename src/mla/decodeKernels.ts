@@ -16,6 +16,9 @@ export interface DecodeKernels {
   seesawFp16: Kernel;
   seesawFastBf16: Kernel;
   seesawFastFp16: Kernel;
+  /** seesaw_fast with the K tiles multicast to the two m-block CTAs of a (2, 1, 1) cluster. */
+  seesawMcBf16: Kernel;
+  seesawMcFp16: Kernel;
   seesawSmemBytes: number;
   sparseBf16: Kernel;
   sparseCrossoverBf16: Kernel;
@@ -79,6 +82,8 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
     "mla_dense_seesaw_fp16_sm90",
     "mla_dense_seesaw_fast_bf16_sm90",
     "mla_dense_seesaw_fast_fp16_sm90",
+    "mla_dense_seesaw_mc_bf16_sm90",
+    "mla_dense_seesaw_mc_fp16_sm90",
   ]);
   const sp = withSmem(sparse, "mla_sparse_decode_smem_bytes", [
     "mla_sparse_decode_bf16_sm90",
@@ -95,6 +100,8 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
     seesawFp16: ss.kernels[1],
     seesawFastBf16: ss.kernels[2],
     seesawFastFp16: ss.kernels[3],
+    seesawMcBf16: ss.kernels[4],
+    seesawMcFp16: ss.kernels[5],
     seesawSmemBytes: ss.smemBytes,
     sparseBf16: sp.kernels[0],
     sparseCrossoverBf16: sp.kernels[1],

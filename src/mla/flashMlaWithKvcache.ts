@@ -52,7 +52,9 @@ export interface FlashMlaWithKvcacheArgs {
   /**
    * Which dense main kernel runs: "seesaw_fast" (two warpgroups sharing one online softmax, FlashMLA's
    * schedule, with warp-uniform fast paths: no masking in full blocks, no rescale by exactly 1; its
-   * outputs are bit-identical to "seesaw"), "seesaw" (the same without the fast paths) or "v1" (the
+   * outputs are bit-identical to "seesaw"), "seesaw" (the same without the fast paths), "seesaw_mc"
+   * (seesaw_fast whose two m-block CTAs of a KV head form a cluster and receive each K tile by one TMA
+   * multicast; where the m-block count is odd it runs seesaw_fast; not yet measured) or "v1" (the
    * first tensor-core kernel, kept for comparison). @default "seesaw_fast"
    */
   kernel?: DenseKernelName;
@@ -62,8 +64,8 @@ export interface FlashMlaWithKvcacheArgs {
   lse?: Tensor;
 }
 
-export type DenseKernelName = "seesaw" | "seesaw_fast" | "v1";
-export const DENSE_KERNELS: readonly DenseKernelName[] = ["seesaw", "seesaw_fast", "v1"];
+export type DenseKernelName = "seesaw" | "seesaw_fast" | "seesaw_mc" | "v1";
+export const DENSE_KERNELS: readonly DenseKernelName[] = ["seesaw", "seesaw_fast", "seesaw_mc", "v1"];
 
 export interface FlashMlaResult {
   /** [b, s_q, h_q, 512], q's dtype. */
@@ -243,8 +245,12 @@ export function flashMlaWithKvcache(args: FlashMlaWithKvcacheArgs): FlashMlaResu
   });
   const grid: [number, number, number] = [num_m_blocks, shape.h_kv, meta.numSmParts];
   const kernel = args.kernel ?? "seesaw_fast";
-  if (kernel === "seesaw" || kernel === "seesaw_fast") {
-    const fast = kernel === "seesaw_fast";
+  if (kernel === "seesaw_mc" && num_m_blocks % 2 === 0) {
+    // Clusters pair m-blocks (0, 1), (2, 3), ...: same KV head, same part, so the same K tiles.
+    const main = q.dtype === "bf16" ? k.seesawMcBf16 : k.seesawMcFp16;
+    main.launch({ grid, block: 256, sharedMemBytes: k.seesawSmemBytes, stream, cluster: [2, 1, 1] }, [{ kind: "bytes", value: params }]);
+  } else if (kernel === "seesaw" || kernel === "seesaw_fast" || kernel === "seesaw_mc") {
+    const fast = kernel !== "seesaw";
     const main = q.dtype === "bf16" ? (fast ? k.seesawFastBf16 : k.seesawBf16) : fast ? k.seesawFastFp16 : k.seesawFp16;
     main.launch({ grid, block: 256, sharedMemBytes: k.seesawSmemBytes, stream }, [{ kind: "bytes", value: params }]);
   } else {
