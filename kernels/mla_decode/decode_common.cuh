@@ -29,6 +29,19 @@ __device__ __forceinline__ int dense_row_limit(const DenseParams& p, int flat, i
   return seqlen - (p.s_q - 1 - flat / p.heads_per_kv);
 }
 
+// The physical id of block `blk` of request `req`, read from the table only where the block holds a
+// visible token (blk · 64 < seqlen; an empty request's row, or a column past its blocks, may hold
+// anything), else -1. An id outside [0, num_blocks) is recorded in p.errors (the first one since the
+// host last cleared it: MlaSchedMeta.checkErrors) and, like -1, reads as zeros by TMA's out-of-bounds fill.
+__device__ __forceinline__ int table_block(const DenseParams& p, int req, int blk, int seqlen) {
+  if (blk >= p.max_blocks_per_seq || blk * BLOCK_N >= seqlen) return -1;
+  const int id = p.block_table[req * p.block_table_stride + blk];
+  if ((id < 0 || id >= p.num_blocks) && p.errors != nullptr && atomicCAS(&p.errors[0], ERR_NONE, ERR_BLOCK_ID) == ERR_NONE) {
+    p.errors[1] = req, p.errors[2] = blk, p.errors[3] = id, p.errors[4] = p.num_blocks;
+  }
+  return id;
+}
+
 // `threads` threads copy a request's 64 Q rows (flattened s_q x heads_per_kv rows of KV head hk) into
 // SW128 tiles at `q_smem` (the layout TMA would produce); rows past rows_per_kv are zero. Six 16-byte
 // loads per thread are in flight at a time (Q is 72 KB: one at a time cost a memory round trip per

@@ -186,7 +186,7 @@ __device__ __forceinline__ void producer(const DenseParams& p, Smem& sm, const S
       // A fresh barrier reports parity 1 complete, so the first NUM_STAGES waits pass at once.
       ptx::mbarrier_wait(&sm.kempty[stage], ((it / NUM_STAGES) & 1) ^ 1);
       // Block ids outside the table or the cache are fetched as zeros by TMA (out-of-bounds fill).
-      const int phys = blk < p.max_blocks_per_seq ? p.block_table[req * p.block_table_stride + blk] : -1;
+      const int phys = table_block(p, req, blk, p.cache_seqlens[req]);
       ptx::mbarrier_arrive_expect_tx(&sm.kfull[stage], QK_BYTES);
 #pragma unroll
       for (int t = 0; t < NUM_TILES; ++t)

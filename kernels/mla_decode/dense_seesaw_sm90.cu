@@ -241,10 +241,10 @@ __device__ __forceinline__ Pair next_pair(const DenseParams& p, const SchedMeta&
   return {req, 0, piece_end(p, meta, req)};
 }
 
-// Physical block of `blk`; -1 past the piece (odd count) or the table: TMA then fetches zeros
-// (out-of-bounds fill), and those rows are masked.
+// Physical block of `blk`; -1 past the piece (odd count), the table or the length: TMA then fetches
+// zeros (out-of-bounds fill), and those rows are masked.
 __device__ __forceinline__ int phys_block(const DenseParams& p, int req, int blk, int end_blk) {
-  return blk < end_blk && blk < p.max_blocks_per_seq ? p.block_table[req * p.block_table_stride + blk] : -1;
+  return blk < end_blk ? table_block(p, req, blk, p.cache_seqlens[req]) : -1;
 }
 
 // Issues TMA loads of tiles [t_begin, t_end) of the pair's block `stage` into K buffer `stage`.

@@ -36,11 +36,19 @@ struct SchedParams {
   const int* cache_seqlens;  // [b] lengths: tokens (dense) or valid top-k entries (sparse)
   int* sched_meta;           // [num_sm_parts, 8] out
   int* num_splits;           // [b + 1] out: prefix sum of pieces per request
+  int* seqlens_used;         // [b] out (dense) or null: the lengths scheduled, which the main kernels read
+  int* errors;               // [ERROR_WORDS] or null: the first invalid length is recorded here
   int b;
   int num_sm_parts;
   int max_len;               // > 0: lengths are clamped to [0, max_len] (sparse: topk); 0: no clamp
-  int pad0;
+  int max_valid_len;         // > 0 (dense: 64 * max_blocks_per_seq): lengths outside [0, it] are errors,
+                             // scheduled as empty (length 0)
 };
+
+// The device-side error record (MlaSchedMeta.checkErrors reads it): the first problem found since it was
+// last cleared. Words: code, request, position, value, limit.
+constexpr int ERROR_WORDS = 8;
+enum : int { ERR_NONE = 0, ERR_NEGATIVE_LENGTH = 1, ERR_LENGTH_PAST_TABLE = 2, ERR_BLOCK_ID = 4 };
 
 // Dense split-KV decode. One CTA tile = 64 rows of the flattened [s_q * h_q/h_kv] query rows of one
 // (request, KV head); grid (num_m_blocks, h_kv, num_sm_parts).
@@ -55,6 +63,7 @@ struct alignas(128) DenseParams {
   const int* cache_seqlens;    // [b]
   const int* sched_meta;       // [num_sm_parts, 8]
   const int* num_splits;       // [b + 1]
+  int* errors;                 // [ERROR_WORDS]: block ids outside the cache are recorded here (ERR_BLOCK_ID)
   long long q_batch_stride;    // elements
   long long q_token_stride;
   long long q_head_stride;
@@ -183,7 +192,7 @@ struct SparseRefParams {
 // Layout tables read by the host at module load: {sizeof, offsetof(field)...} in declaration order.
 #define MLA_OFFSETS_DENSE(T, M)                                                                           \
   M(T, tmap_kv) M(T, q) M(T, out) M(T, lse) M(T, o_accum) M(T, lse_accum) M(T, block_table) M(T, cache_seqlens) M(T, sched_meta)      \
-  M(T, num_splits) M(T, q_batch_stride) M(T, q_token_stride) M(T, q_head_stride) M(T, block_table_stride) M(T, b) M(T, s_q)     \
+  M(T, num_splits) M(T, errors) M(T, q_batch_stride) M(T, q_token_stride) M(T, q_head_stride) M(T, block_table_stride) M(T, b) M(T, s_q)     \
   M(T, h_q) M(T, h_kv) M(T, heads_per_kv) M(T, rows_per_kv) M(T, num_m_blocks) M(T, max_blocks_per_seq) M(T, num_sm_parts)     \
   M(T, num_blocks) M(T, causal) M(T, softmax_scale) M(T, scale_log2)
 #define MLA_OFFSETS_COMBINE(T, M)                                                                         \
@@ -197,7 +206,8 @@ struct SparseRefParams {
 #define MLA_OFFSETS_SPARSE_REF(T, M)                                                                       \
   M(T, q) M(T, kv) M(T, indices) M(T, topk_length) M(T, attn_sink) M(T, out) M(T, lse) M(T, kv_block_stride)      \
   M(T, b) M(T, s_q) M(T, h_q) M(T, topk) M(T, page_block_size) M(T, num_slots) M(T, softmax_scale)
-#define MLA_OFFSETS_SCHED(T, M) M(T, cache_seqlens) M(T, sched_meta) M(T, num_splits) M(T, b) M(T, num_sm_parts) M(T, max_len)
+#define MLA_OFFSETS_SCHED(T, M) \
+  M(T, cache_seqlens) M(T, sched_meta) M(T, num_splits) M(T, seqlens_used) M(T, errors) M(T, b) M(T, num_sm_parts) M(T, max_len) M(T, max_valid_len)
 #define MLA_OFFSETS_FP8W(T, M)                                                                            \
   M(T, kv) M(T, slot_mapping) M(T, cache) M(T, kv_stride) M(T, cache_block_stride) M(T, num_tokens) M(T, page_block_size) M(T, num_slots)
 #define MLA_OFFSETS_REF(T, M)                                                                             \

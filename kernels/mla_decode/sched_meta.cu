@@ -15,21 +15,57 @@ namespace {
 __device__ __forceinline__ int num_kv_blocks(int seqlen) {
   return seqlen <= 0 ? 1 : seqlen / mla::BLOCK_N + (seqlen % mla::BLOCK_N != 0);
 }
-// A request's length as the main kernels see it: sparse lengths never exceed topk.
-__device__ __forceinline__ int length_of(const mla::SchedParams& p, int i) {
+// A request's length as the scheduler takes it: sparse lengths are clamped to topk; dense lengths outside
+// [0, max_valid_len] (negative, or past the block table) are errors and scheduled as empty (0: out 0,
+// lse +inf) instead of reading zeros for the tokens the table cannot name. Returns the error code.
+__device__ __forceinline__ int checked_length(const mla::SchedParams& p, int i, int& used) {
   const int len = p.cache_seqlens[i];
-  return p.max_len > 0 ? min(max(len, 0), p.max_len) : len;
+  if (p.max_len > 0) {
+    used = min(max(len, 0), p.max_len);
+    return mla::ERR_NONE;
+  }
+  if (p.max_valid_len > 0 && (len < 0 || len > p.max_valid_len)) {
+    used = 0;
+    return len < 0 ? mla::ERR_NEGATIVE_LENGTH : mla::ERR_LENGTH_PAST_TABLE;
+  }
+  used = len;
+  return mla::ERR_NONE;
+}
+__device__ __forceinline__ int length_of(const mla::SchedParams& p, int i) {
+  if (p.seqlens_used != nullptr) return p.seqlens_used[i];
+  int used;
+  checked_length(p, i, used);
+  return used;
 }
 }  // namespace
 
-// Grid 1, 32 threads: the lanes sum the cost, lane 0 walks the greedy cut (b is at most a few thousand).
+// Grid 1, 32 threads: the lanes check and sum the lengths, lane 0 walks the greedy cut (b is at most a
+// few thousand).
 extern "C" __global__ void __launch_bounds__(32) mla_sched_meta(const __grid_constant__ mla::SchedParams p) {
   const int lane = threadIdx.x;
   long long total = 0;
-  for (int i = lane; i < p.b; i += 32) total += num_kv_blocks(length_of(p, i)) + mla::SCHED_FIXED_OVERHEAD;
+  int first_bad = p.b;  // the lowest request with an invalid length, over the warp
+  for (int i = lane; i < p.b; i += 32) {
+    int used;
+    if (checked_length(p, i, used) != mla::ERR_NONE) first_bad = min(first_bad, i);
+    if (p.seqlens_used != nullptr) p.seqlens_used[i] = used;
+    total += num_kv_blocks(used) + mla::SCHED_FIXED_OVERHEAD;
+  }
 #pragma unroll
-  for (int off = 16; off > 0; off >>= 1) total += __shfl_xor_sync(0xFFFFFFFFu, total, off);
+  for (int off = 16; off > 0; off >>= 1) {
+    total += __shfl_xor_sync(0xFFFFFFFFu, total, off);
+    first_bad = min(first_bad, __shfl_xor_sync(0xFFFFFFFFu, first_bad, off));
+  }
+  __syncwarp();  // lane 0 reads the other lanes' seqlens_used below
   if (lane != 0) return;
+  if (first_bad < p.b && p.errors != nullptr && p.errors[0] == mla::ERR_NONE) {
+    int used;
+    p.errors[0] = checked_length(p, first_bad, used);
+    p.errors[1] = first_bad;
+    p.errors[2] = 0;
+    p.errors[3] = p.cache_seqlens[first_bad];
+    p.errors[4] = p.max_valid_len;
+  }
 
   const long long payload = (total + p.num_sm_parts - 1) / p.num_sm_parts + mla::SCHED_FIXED_OVERHEAD;
   int req = 0, blk = 0, split = 0, cum = 0;

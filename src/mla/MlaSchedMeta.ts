@@ -1,5 +1,42 @@
 import { ArgumentError } from "../errors/ArgumentError.js";
+import type { Stream } from "../runtime/Stream.js";
 import { Tensor } from "../runtime/Tensor.js";
+
+/** Words of the device-side error record (kernels/mla_decode/params.h ERROR_WORDS). */
+export const DEVICE_ERROR_WORDS = 8;
+/** Its codes (params.h ERR_*). */
+export const DeviceErrorCode = Object.freeze({ none: 0, negativeLength: 1, lengthPastTable: 2, blockId: 4 });
+
+/**
+ * The ArgumentError a device-side error record describes (words: code, request, position, value, limit),
+ * or undefined when it holds none. Pure, so the messages are tested without a GPU.
+ */
+export function deviceErrorToArgumentError(words: ArrayLike<number>): ArgumentError | undefined {
+  const [code, req, pos, value, limit] = [words[0], words[1], words[2], words[3], words[4]];
+  const fn = "flashMlaWithKvcache";
+  switch (code) {
+    case DeviceErrorCode.none:
+      return undefined;
+    case DeviceErrorCode.negativeLength:
+      return new ArgumentError(fn, "cacheSeqlens", "lengths >= 0 (that request was decoded as empty: out 0, lse +inf)", `cacheSeqlens[${req}] = ${value}`);
+    case DeviceErrorCode.lengthPastTable:
+      return new ArgumentError(
+        fn,
+        "cacheSeqlens",
+        `lengths <= 64 · max_blocks_per_seq = ${limit} (the block table has no entries past that; that request was decoded as empty: out 0, lse +inf)`,
+        `cacheSeqlens[${req}] = ${value}`,
+      );
+    case DeviceErrorCode.blockId:
+      return new ArgumentError(
+        fn,
+        "blockTable",
+        `block ids in [0, num_blocks = ${limit}) for every block a request uses (that block was read as zeros)`,
+        `blockTable[${req}][${pos}] = ${value}`,
+      );
+    default:
+      return new ArgumentError(fn, "schedMeta", "a device error record with a known code", `code ${code} (words ${Array.from({ length: DEVICE_ERROR_WORDS }, (_, i) => words[i]).join(", ")})`);
+  }
+}
 
 /** The batch configuration a scheduler-metadata object was filled for (FlashMLA's `config`). */
 export interface MlaSchedConfig {
@@ -32,6 +69,10 @@ export class MlaSchedMeta {
   lseAccum: Tensor | undefined;
   /** Sparse calls without topkLength: [b] int32 filled with topk (the lengths the scheduler balances). */
   lengths: Tensor | undefined;
+  /** Dense: [b] int32, the lengths the scheduler checked and scheduled (the main kernels read these). */
+  seqlensUsed: Tensor | undefined;
+  /** Dense: the device-side error record ([DEVICE_ERROR_WORDS] int32), see checkErrors(). */
+  errors: Tensor | undefined;
   numSmParts = 0;
   numSplitSlots = 0;
   private disposed = false;
@@ -56,6 +97,23 @@ export class MlaSchedMeta {
     }
   }
 
+  /**
+   * Throws the first problem the GPU found in this step's data since the last check, then clears it:
+   * a length outside [0, 64 · max_blocks_per_seq] (that request was decoded as empty) or a block id
+   * outside the cache (that block read as zeros). The kernels record these without stopping; reading the
+   * record synchronises `stream`, so call it when a sync is acceptable (after a step, after a graph
+   * replay, in a debug build), not inside the layer loop. No-op before the first call of a step and for
+   * sparse calls (whose invalid indices are skipped by definition).
+   */
+  checkErrors(stream?: Stream): void {
+    if (this.disposed || this.errors === undefined) return;
+    const words = this.errors.toHost(stream).host as Int32Array;
+    const err = deviceErrorToArgumentError(words);
+    if (err === undefined) return;
+    this.errors.buffer!.memset32(0, 0, DEVICE_ERROR_WORDS, stream);
+    throw err;
+  }
+
   get isDisposed(): boolean {
     return this.disposed;
   }
@@ -71,8 +129,8 @@ export class MlaSchedMeta {
    * leaves the object unfilled.
    */
   releaseWorkspace(): void {
-    for (const t of [this.schedMeta, this.numSplits, this.oAccum, this.lseAccum, this.lengths]) t?.dispose();
-    this.schedMeta = this.numSplits = this.oAccum = this.lseAccum = this.lengths = undefined;
+    for (const t of [this.schedMeta, this.numSplits, this.oAccum, this.lseAccum, this.lengths, this.seqlensUsed, this.errors]) t?.dispose();
+    this.schedMeta = this.numSplits = this.oAccum = this.lseAccum = this.lengths = this.seqlensUsed = this.errors = undefined;
     this.config = undefined;
   }
 

@@ -5,7 +5,7 @@ import { Tensor } from "../runtime/Tensor.js";
 import { TensorMap } from "../runtime/TensorMap.js";
 import { checkSameDevice, checkScalar, checkTensor } from "./checkTensor.js";
 import { decodeKernels } from "./decodeKernels.js";
-import { MlaSchedMeta, type MlaSchedConfig } from "./MlaSchedMeta.js";
+import { DEVICE_ERROR_WORDS, MlaSchedMeta, type MlaSchedConfig } from "./MlaSchedMeta.js";
 import { DenseParamsStruct, SchedParamsStruct } from "./params.js";
 import { launchCombine } from "./launchCombine.js";
 import { numSmPartsDense, numSplitSlots, SCHED_META_INTS } from "./schedule.js";
@@ -151,6 +151,9 @@ function initSchedMeta(meta: MlaSchedMeta, config: MlaSchedConfig, shape: DenseS
     meta.numSplits = Tensor.emptyDevice([shape.b + 1], "i32", ordinal);
     meta.oAccum = Tensor.emptyDevice([slots, shape.h_kv, rowsPerKv, D_V], "f32", ordinal);
     meta.lseAccum = Tensor.emptyDevice([slots, shape.h_kv, rowsPerKv], "f32", ordinal);
+    meta.seqlensUsed = Tensor.emptyDevice([shape.b], "i32", ordinal);
+    meta.errors = Tensor.emptyDevice([DEVICE_ERROR_WORDS], "i32", ordinal);
+    meta.errors.buffer!.memset32(0, 0, DEVICE_ERROR_WORDS, stream);
   } catch (e) {
     // Out of memory part-way: free what was allocated, or a retry would overwrite (and leak) it.
     meta.releaseWorkspace();
@@ -158,7 +161,19 @@ function initSchedMeta(meta: MlaSchedMeta, config: MlaSchedConfig, shape: DenseS
   }
   meta.numSmParts = parts;
   meta.numSplitSlots = slots;
-  const params = SchedParamsStruct.pack({ cache_seqlens: cacheSeqlens.ptr, sched_meta: meta.schedMeta.ptr, num_splits: meta.numSplits.ptr, b: shape.b, num_sm_parts: parts, max_len: 0, pad0: 0 });
+  // The scheduler checks the lengths against the table (errors recorded, bad requests scheduled as
+  // empty) and writes the lengths it scheduled, which the main kernels then read.
+  const params = SchedParamsStruct.pack({
+    cache_seqlens: cacheSeqlens.ptr,
+    sched_meta: meta.schedMeta.ptr,
+    num_splits: meta.numSplits.ptr,
+    seqlens_used: meta.seqlensUsed.ptr,
+    errors: meta.errors.ptr,
+    b: shape.b,
+    num_sm_parts: parts,
+    max_len: 0,
+    max_valid_len: DENSE_PAGE_BLOCK_SIZE * shape.max_blocks_per_seq,
+  });
   k.sched.launch({ grid: 1, block: 32, stream }, [{ kind: "bytes", value: params }]);
   meta.config = config;
 }
@@ -221,9 +236,10 @@ export function flashMlaWithKvcache(args: FlashMlaWithKvcacheArgs): FlashMlaResu
     o_accum: meta.oAccum!.ptr,
     lse_accum: meta.lseAccum!.ptr,
     block_table: blockTable.ptr,
-    cache_seqlens: cacheSeqlens.ptr,
+    cache_seqlens: meta.seqlensUsed!.ptr,  // the lengths the scheduler checked and scheduled
     sched_meta: meta.schedMeta!.ptr,
     num_splits: meta.numSplits!.ptr,
+    errors: meta.errors!.ptr,
     q_batch_stride: BigInt(q.strides[0]),
     q_token_stride: BigInt(q.strides[1]),
     q_head_stride: BigInt(q.strides[2]),

@@ -5,10 +5,12 @@ export const SchedParamsStruct = new CStruct("SchedParams", [
   ["cache_seqlens", "ptr"],
   ["sched_meta", "ptr"],
   ["num_splits", "ptr"],
+  ["seqlens_used", "ptr"],
+  ["errors", "ptr"],
   ["b", "i32"],
   ["num_sm_parts", "i32"],
   ["max_len", "i32"],
-  ["pad0", "i32"],
+  ["max_valid_len", "i32"],
 ] as const);
 
 export const DenseParamsStruct = new CStruct(
@@ -24,6 +26,7 @@ export const DenseParamsStruct = new CStruct(
     ["cache_seqlens", "ptr"],
     ["sched_meta", "ptr"],
     ["num_splits", "ptr"],
+    ["errors", "ptr"],
     ["q_batch_stride", "i64"],
     ["q_token_stride", "i64"],
     ["q_head_stride", "i64"],

@@ -26,6 +26,8 @@ const D_V = 512;
 interface Run {
   out: Float32Array;
   lse: Float32Array;
+  /** What MlaSchedMeta.checkErrors() threw after the call (the device-side error record), if anything. */
+  error?: string;
 }
 
 /** Uploads host tensors, runs one decode with `kernel`, and returns out (as f32) and lse on the host. */
@@ -39,7 +41,14 @@ function runOnGpu(args: MlaDecodeReferenceArgs, kernel: DenseKernelName = "seesa
     const { out, lse } = flashMlaWithKvcache({ q, kCache, blockTable, cacheSeqlens, headDimV: 512, schedMeta: meta, causal: args.causal, softmaxScale: args.softmaxScale, kernel });
     try {
       const bits = out.toHost().host as Uint16Array;
-      return { out: q.dtype === "fp16" ? fp16ArrayToF32(bits) : bf16ArrayToF32(bits), lse: lse.toHost().host as Float32Array };
+      let error: string | undefined;
+      try {
+        meta.checkErrors();
+      } catch (e) {
+        error = e instanceof Error ? e.message : String(e);
+      }
+      meta.checkErrors(); // cleared by the first read: a second check finds nothing
+      return { out: q.dtype === "fp16" ? fp16ArrayToF32(bits) : bf16ArrayToF32(bits), lse: lse.toHost().host as Float32Array, error };
     } finally {
       out.dispose();
       lse.dispose();
@@ -78,7 +87,7 @@ function outRow(out: Float32Array, s_q: number, h_q: number, i: number, j: numbe
 }
 
 describeGpu("out-of-range and non-finite data on the GPU", () => {
-  test("block ids past the cache or negative are read as all-zero blocks, never outside the cache", () => {
+  test("block ids past the cache or negative are read as all-zero blocks, never outside the cache, and reported", () => {
     // Lengths 200, 130, 70: request 0 uses blocks 0-3, request 2 blocks 0-1 (its second block is partial).
     const c = makeDenseCase({ seed: 910, b: 3, s_q: 2, h_q: 16, h_kv: 1, seqlens: [200, 130, 70], causal: true, dtype: "bf16", extraBlocks: 2 });
     const { kCache: zeroed, zeroBlock } = withZeroBlock(c);
@@ -95,27 +104,28 @@ describeGpu("out-of-range and non-finite data on the GPU", () => {
       for (const kernel of DENSE_KERNELS) {
         const got = runOnGpu({ ...c, blockTable: table(gpuTable, c.blockTable.shape) }, kernel);
         expectReference(got, model, `${kernel}, block id ${bad}`, refs);
+        // Which of the two bad entries a CTA reaches first is a race; the record names one of them.
+        assert.match(got.error ?? "no error", new RegExp(`argument 'blockTable': expected block ids in \\[0, num_blocks = ${num_blocks}\\).*got blockTable\\[(0\\]\\[1|2\\]\\[1)\\] = ${bad}$`), `${kernel}, block id ${bad}: reported`);
       }
     }
   });
 
-  test("cacheSeqlens past the block table: the tokens with no table entry are read as zeros (not detected today)", () => {
+  test("cacheSeqlens past the block table: that request is decoded as empty (out 0, lse +inf) and reported", () => {
     // Two full blocks in the table; the GPU is told request 0 holds 46 more tokens than the table covers.
     const c = makeDenseCase({ seed: 911, b: 2, s_q: 2, h_q: 64, h_kv: 1, seqlens: [128, 40], causal: true, dtype: "bf16", extraBlocks: 1 });
     assert.equal(c.blockTable.shape[1], 2);
     const lens = Int32Array.of(128 + 46, 40);
-    const { kCache: zeroed, zeroBlock } = withZeroBlock(c);
-    const old = c.blockTable.host as Int32Array;
-    const wider = Int32Array.from([old[0], old[1], zeroBlock, old[2], old[3], zeroBlock]);
-    const model = { ...c, kCache: zeroed, blockTable: table(wider, [2, 3]), cacheSeqlens: table(lens, [2]) };
+    // The model: request 0 empty, request 1 as given.
+    const model = { ...c, cacheSeqlens: table(Int32Array.of(0, 40), [2]) };
     const refs = new Map<MlaDecodeReferenceArgs, MlaDecodeReferenceResult>();
     for (const kernel of DENSE_KERNELS) {
       const got = runOnGpu({ ...c, cacheSeqlens: table(lens, [2]) }, kernel);
       expectReference(got, model, `${kernel}, length past the table`, refs);
+      assert.match(got.error ?? "no error", /argument 'cacheSeqlens': expected lengths <= 64 · max_blocks_per_seq = 128 .*got cacheSeqlens\[0\] = 174$/, `${kernel}: reported`);
     }
   });
 
-  test("negative lengths give out = 0 and lse = +inf, like empty requests", () => {
+  test("negative lengths give out = 0 and lse = +inf, like empty requests, and are reported", () => {
     for (const causal of [false, true]) {
       const c = makeDenseCase({ seed: 912, b: 3, s_q: 2, h_q: 8, h_kv: 1, seqlens: [0, 90, 0], causal, dtype: "bf16", extraBlocks: 1 });
       const lens = Int32Array.of(-5, 90, -1);
@@ -130,6 +140,7 @@ describeGpu("out-of-range and non-finite data on the GPU", () => {
         }
         // The reference of the same case with lengths 0 covers every row, the valid request included.
         expectReference(got, c, `${kernel} causal=${causal}, negative lengths`, refs);
+        assert.match(got.error ?? "no error", /argument 'cacheSeqlens': expected lengths >= 0 .*got cacheSeqlens\[0\] = -5$/, `${kernel}: the first negative length is reported`);
       }
     }
   });
@@ -231,6 +242,10 @@ describeGpu("out-of-range and non-finite data on the GPU", () => {
   test("after all of the above the GPU context is healthy: a clean case matches the reference", () => {
     const c = makeDenseCase({ seed: 917, b: 4, s_q: 2, h_q: 32, h_kv: 2, seqlens: { mean: 700, varlen: true }, causal: true, dtype: "fp16", extraBlocks: 2 });
     const refs = new Map<MlaDecodeReferenceArgs, MlaDecodeReferenceResult>();
-    for (const kernel of DENSE_KERNELS) expectReference(runOnGpu(c, kernel), c, `${kernel}, clean case`, refs);
+    for (const kernel of DENSE_KERNELS) {
+      const got = runOnGpu(c, kernel);
+      expectReference(got, c, `${kernel}, clean case`, refs);
+      assert.equal(got.error, undefined, `${kernel}: a valid call reports nothing`);
+    }
   });
 });

@@ -108,6 +108,7 @@ function step(c: GpuDenseCase, layers: number, kernel: DenseKernelName, mode: St
       const r = flashMlaWithKvcache({ ...c, schedMeta: meta, kernel, stream: s, ...pre });
       if (!mode.preallocate) owned.push(r.out, r.lse);
     }
+    meta.checkErrors(s);  // valid data: the device-side error record must stay empty
   } finally {
     if (s) s.synchronize();
     for (const t of owned) t.dispose();
