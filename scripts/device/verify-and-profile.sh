@@ -16,6 +16,7 @@
 #                      parameter on purpose (memcheck counted 14 such, one per kernel, and no memory error)
 #   bench-all          flashmla bench --all with JSON and SVG
 #   reliability-full   the reliability suite at full size (500 + 200 fuzz cases, 10,000 soak calls)
+#   fuzz-dense, fuzz-sparse, soak, out-of-range   the same, one part at a time (each its own limit)
 #   ncu                source-level Nsight Compute profile of the seesaw kernel at dense-compute
 set -u
 out=${1:?usage: verify-and-profile.sh OUTDIR}
@@ -71,6 +72,11 @@ for step in $steps; do
       echo "source csv: $(wc -l < "$out/profile-source.csv") lines" ;;
     bench-all) run "bench --all" ${BENCH_ALL_LIMIT:-200} node dist/src/cli/cli.js bench --all --json "$out/bench-all.json" --svg "$out/bench-all.svg" ;;
     reliability-full) FLASHMLA_FUZZ_CASES=500 FLASHMLA_SPARSE_FUZZ_CASES=200 FLASHMLA_SOAK_CALLS=10000 gpu_test reliability-full ${RELIABILITY_LIMIT:-300} dist/test/gpu/reliability ;;
+    # The same suite file by file at full size (the dense fuzz alone took 227 s on the H200).
+    fuzz-dense) FLASHMLA_FUZZ_CASES=500 gpu_test fuzz-dense 300 dist/test/gpu/reliability/fuzz.test.js ;;
+    fuzz-sparse) FLASHMLA_SPARSE_FUZZ_CASES=200 gpu_test fuzz-sparse 200 dist/test/gpu/reliability/sparseFuzz.test.js ;;
+    soak) FLASHMLA_SOAK_CALLS=10000 gpu_test soak 300 dist/test/gpu/reliability/soak.test.js ;;
+    out-of-range) gpu_test out-of-range 120 dist/test/gpu/reliability/outOfRange.test.js dist/test/gpu/reliability/outOfMemory.test.js ;;
     sanitize) for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
         run "compute-sanitizer $tool" ${SANITIZE_LIMIT:-120} compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 99 node dist/test/gpu/sanitize/everyKernel.test.js; done ;;
     *) echo "unknown step $step"; exit 2 ;;
