@@ -15,6 +15,7 @@
 #                      are not reported: Kernel.paramInfo() probes cuFuncGetParamInfo past the last
 #                      parameter on purpose (memcheck counted 14 such, one per kernel, and no memory error)
 #   bench-all          flashmla bench --all with JSON and SVG
+#   check-sparse, check-dense   flashmla check over FlashMLA's sparse grid (368 cases) / dense grid (2,336)
 #   reliability-full   the reliability suite at full size (500 + 200 fuzz cases, 10,000 soak calls)
 #   fuzz-dense, fuzz-sparse, soak, out-of-range   the same, one part at a time (each its own limit)
 #   ncu                source-level Nsight Compute profile of the seesaw kernel at dense-compute
@@ -70,6 +71,8 @@ for step in $steps; do
       ncu --import /tmp/profile.ncu-rep --page source --print-source sass --csv > "$out/profile-source.csv" 2>> "$log"
       ncu --import /tmp/profile.ncu-rep --page details >> "$log" 2>&1
       echo "source csv: $(wc -l < "$out/profile-source.csv") lines" ;;
+    check-sparse) run "check --grid sparse" ${CHECK_LIMIT:-300} node dist/src/cli/cli.js check --grid sparse ;;
+    check-dense) run "check --grid flashmla" ${CHECK_LIMIT:-300} node dist/src/cli/cli.js check --grid flashmla ;;
     bench-all) run "bench --all" ${BENCH_ALL_LIMIT:-200} node dist/src/cli/cli.js bench --all --json "$out/bench-all.json" --svg "$out/bench-all.svg" ;;
     reliability-full) FLASHMLA_FUZZ_CASES=500 FLASHMLA_SPARSE_FUZZ_CASES=200 FLASHMLA_SOAK_CALLS=10000 gpu_test reliability-full ${RELIABILITY_LIMIT:-300} dist/test/gpu/reliability ;;
     # The same suite file by file at full size (the dense fuzz alone took 227 s on the H200).
