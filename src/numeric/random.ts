@@ -78,6 +78,12 @@ export class Rng {
     return lo + (u % range);
   }
 
+  /** One element of `xs`, each equally likely. */
+  pick<T>(xs: readonly T[]): T {
+    if (xs.length === 0) throw new ArgumentError("Rng.pick", "xs", "a non-empty array", "[]");
+    return xs[this.int(0, xs.length)];
+  }
+
   /** A standard normal draw (mean 0, standard deviation 1) by the Box–Muller transform. */
   normal(): number {
     if (this.spareNormal !== undefined) {

@@ -10,6 +10,7 @@ import { Rng } from "../../../src/numeric/random.js";
 import { Stream } from "../../../src/runtime/Stream.js";
 import { Tensor } from "../../../src/runtime/Tensor.js";
 import { describeGpu } from "../../helpers/gpu.js";
+import { padded, uploadStorage } from "../../helpers/strided.js";
 import { makeDenseCase, NAN_HALF_BITS, UNUSED_BLOCK_ID } from "../../helpers/makeDecodeCase.js";
 
 // Seeded random dense decode configurations against the float64 CPU reference: shapes, head pairs,
@@ -52,14 +53,11 @@ interface FuzzCase {
   preallocate: boolean;
 }
 
-function pick<T>(rng: Rng, xs: readonly T[]): T {
-  return xs[rng.int(0, xs.length)];
-}
 
 function drawLength(rng: Rng): number {
   const u = rng.uniform();
   if (u < 0.1) return 0;
-  if (u < 0.3) return pick(rng, [1, 2, 63, 64, 65, 127, 128, 129, 191, 192, 193]);
+  if (u < 0.3) return rng.pick([1, 2, 63, 64, 65, 127, 128, 129, 191, 192, 193]);
   if (u < 0.7) return rng.int(1, 700);
   if (u < 0.95) return rng.int(700, 3000);
   return rng.int(3000, 9000);
@@ -67,11 +65,11 @@ function drawLength(rng: Rng): number {
 
 function drawCase(seed: number): FuzzCase {
   const rng = new Rng(seed);
-  const h_kv = pick(rng, [1, 1, 1, 1, 2, 3, 4, 8]);
+  const h_kv = rng.pick([1, 1, 1, 1, 2, 3, 4, 8]);
   const perKv = [1, 2, 3, 7, 8, 16, 21, 32, 42, 63, 64, 128].filter((k) => k * h_kv <= 128);
-  const h_q = h_kv * pick(rng, perKv);
+  const h_q = h_kv * rng.pick(perKv);
   const b = rng.uniform() < 0.5 ? rng.int(1, 4) : rng.int(4, 17);
-  const s_q = pick(rng, [1, 1, 2, 2, 3, 4, 6]);
+  const s_q = rng.pick([1, 1, 2, 2, 3, 4, 6]);
   const lens = Array.from({ length: b }, () => drawLength(rng));
   while (lens.reduce((a, n) => a + n, 0) * h_kv > MAX_TOKEN_HEADS) {
     const i = lens.indexOf(Math.max(...lens));
@@ -81,12 +79,12 @@ function drawCase(seed: number): FuzzCase {
     seed, b, s_q, h_q, h_kv, lens,
     causal: rng.uniform() < 0.5,
     dtype: rng.uniform() < 0.25 ? "fp16" : "bf16",
-    kernel: rng.uniform() < 0.5 ? "seesaw" : pick(rng, DENSE_KERNELS),
-    softmaxScale: rng.uniform() < 0.2 ? pick(rng, [0.01, 0.2]) : undefined,
+    kernel: rng.uniform() < 0.5 ? "seesaw" : rng.pick(DENSE_KERNELS),
+    softmaxScale: rng.uniform() < 0.2 ? rng.pick([0.01, 0.2]) : undefined,
     extraBlocks: rng.int(0, 4),
     extraColumns: rng.int(0, 3),
-    qPad: rng.uniform() < 0.2 ? pick(rng, [8, 64]) : 0,
-    blockPad: rng.uniform() < 0.2 ? pick(rng, [1, 3]) : 0,
+    qPad: rng.uniform() < 0.2 ? rng.pick([8, 64]) : 0,
+    blockPad: rng.uniform() < 0.2 ? rng.pick([1, 3]) : 0,
     useStream: rng.uniform() < 0.3,
     preallocate: rng.uniform() < 0.3,
   };
@@ -106,15 +104,6 @@ interface Built {
   dispose(): void;
 }
 
-/** A padded copy of a contiguous host tensor, viewed back to its shape: `pad` extra elements after each run of `inner` elements. */
-function padded(t: Tensor, inner: number, pad: number, strides: readonly number[]): Tensor {
-  const src = t.host as Uint16Array;
-  const runs = src.length / inner;
-  const dst = new Uint16Array(runs * (inner + pad)).fill(NAN_HALF_BITS);
-  for (let r = 0; r < runs; r++) dst.set(src.subarray(r * inner, (r + 1) * inner), r * (inner + pad));
-  return Tensor.fromHost(dst, [dst.length], t.dtype).view(t.shape, strides);
-}
-
 function build(f: FuzzCase): Built {
   const c = makeDenseCase({ seed: f.seed, b: f.b, s_q: f.s_q, h_q: f.h_q, h_kv: f.h_kv, seqlens: f.lens, causal: f.causal, dtype: f.dtype, extraBlocks: f.extraBlocks });
   const rng = new Rng(f.seed + 1);
@@ -125,27 +114,24 @@ function build(f: FuzzCase): Built {
   const old = c.blockTable.host as Int32Array;
   const blockTable = new Int32Array(f.b * width);
   for (let i = 0; i < f.b; i++) {
-    for (let k = 0; k < width; k++) blockTable[i * width + k] = k < used[i] ? old[i * c.blockTable.shape[1] + k] : pick(rng, poison);
+    for (let k = 0; k < width; k++) blockTable[i * width + k] = k < used[i] ? old[i * c.blockTable.shape[1] + k] : rng.pick(poison);
   }
   const [b, s_q, h_q] = c.q.shape;
-  const q = f.qPad === 0 ? c.q : padded(c.q, D_QK, f.qPad, [s_q * h_q * (D_QK + f.qPad), h_q * (D_QK + f.qPad), D_QK + f.qPad, 1]);
+  const q = f.qPad === 0 ? c.q : padded(c.q, D_QK, f.qPad, [s_q * h_q * (D_QK + f.qPad), h_q * (D_QK + f.qPad), D_QK + f.qPad, 1], NAN_HALF_BITS);
   const blockElems = 64 * f.h_kv * D_QK;
   const padElems = f.blockPad * f.h_kv * D_QK;
-  const kCache = f.blockPad === 0 ? c.kCache : padded(c.kCache, blockElems, padElems, [blockElems + padElems, f.h_kv * D_QK, D_QK, 1]);
+  const kCache = f.blockPad === 0 ? c.kCache : padded(c.kCache, blockElems, padElems, [blockElems + padElems, f.h_kv * D_QK, D_QK, 1], NAN_HALF_BITS);
   const host: MlaDecodeReferenceArgs = {
     q, kCache, blockTable: Tensor.fromHost(blockTable, [b, width], "i32"), cacheSeqlens: c.cacheSeqlens,
     headDimV: 512, causal: f.causal, softmaxScale: f.softmaxScale,
   };
-  // Device copies of the whole storage, viewed with the host view's strides.
-  const qStore = Tensor.toDevice(Tensor.fromHost(q.host!, [q.host!.length], f.dtype));
-  const kStore = Tensor.toDevice(Tensor.fromHost(kCache.host!, [kCache.host!.length], f.dtype));
   const gpu = {
-    q: qStore.view(q.shape, q.strides),
-    kCache: kStore.view(kCache.shape, kCache.strides),
+    q: uploadStorage(q),
+    kCache: uploadStorage(kCache),
     blockTable: Tensor.toDevice(host.blockTable!),
     cacheSeqlens: Tensor.toDevice(c.cacheSeqlens),
   };
-  return { host, gpu, dispose: () => [qStore, kStore, gpu.blockTable, gpu.cacheSeqlens].forEach((t) => t.dispose()) };
+  return { host, gpu, dispose: () => [gpu.q, gpu.kCache, gpu.blockTable, gpu.cacheSeqlens].forEach((t) => t.dispose()) };
 }
 
 /** All rows when the reference can afford them, else a seeded sample that always holds the corner rows. */

@@ -11,6 +11,7 @@ import { Rng } from "../../../src/numeric/random.js";
 import { Stream } from "../../../src/runtime/Stream.js";
 import { Tensor } from "../../../src/runtime/Tensor.js";
 import { describeGpu } from "../../helpers/gpu.js";
+import { padded, uploadStorage } from "../../helpers/strided.js";
 import { makeSparseCase, NAN_HALF_BITS, type SparseCase } from "../../helpers/makeDecodeCase.js";
 
 // Seeded random sparse FP8 decode configurations, through flashMlaWithKvcache (so the routing is
@@ -75,13 +76,10 @@ interface SparseFuzzCase {
   preallocate: boolean;
 }
 
-function pick<T>(rng: Rng, xs: readonly T[]): T {
-  return xs[rng.int(0, xs.length)];
-}
 
 function drawTopk(rng: Rng): number {
   const u = rng.uniform();
-  if (u < 0.3) return pick(rng, SPECIAL_TOPKS);
+  if (u < 0.3) return rng.pick(SPECIAL_TOPKS);
   if (u < 0.7) return rng.int(1, 400);
   return rng.int(400, 2501);
 }
@@ -97,7 +95,7 @@ function drawSk(rng: Rng, topk: number): number {
 
 function drawCase(seed: number): SparseFuzzCase {
   const rng = new Rng(seed);
-  const h_q = pick(rng, HEAD_COUNTS);
+  const h_q = rng.pick(HEAD_COUNTS);
   let b = rng.int(1, 9);
   const s_q = rng.int(1, 5);
   const topk = drawTopk(rng);
@@ -113,16 +111,16 @@ function drawCase(seed: number): SparseFuzzCase {
   return {
     seed, b, s_q, h_q, topk, s_k,
     varlen: rng.uniform() < 0.5,
-    pageBlockSize: pick(rng, PAGE_BLOCK_SIZES),
-    blockPadTokens: rng.uniform() < 0.25 ? pick(rng, [1, 2, 3]) : 0,
+    pageBlockSize: rng.pick(PAGE_BLOCK_SIZES),
+    blockPadTokens: rng.uniform() < 0.25 ? rng.pick([1, 2, 3]) : 0,
     topkLength: tl < 0.5 ? "none" : tl < 0.75 ? "generator" : "extreme",
     sink: sk < 0.45 ? "none" : sk < 0.7 ? "generator" : "custom",
-    invalidFraction: inv < 0.5 ? 0 : inv < 0.8 ? pick(rng, [0.01, 0.05, 0.2]) : inv < 0.95 ? pick(rng, [0.5, 0.9]) : 1,
-    repeat: rng.uniform() < 0.6 ? 0 : pick(rng, [0.05, 0.3, 0.9]),
-    outOfRange: rng.uniform() < 0.7 ? 0 : pick(rng, [0.01, 0.1, 0.5]),
-    softmaxScale: rng.uniform() < 0.7 ? "case" : pick(rng, [undefined, 0.01, 0.3]),
-    qPad: rng.uniform() < 0.2 ? pick(rng, [8, 64]) : 0,
-    indicesPad: rng.uniform() < 0.2 ? pick(rng, [1, 5, 64]) : 0,
+    invalidFraction: inv < 0.5 ? 0 : inv < 0.8 ? rng.pick([0.01, 0.05, 0.2]) : inv < 0.95 ? rng.pick([0.5, 0.9]) : 1,
+    repeat: rng.uniform() < 0.6 ? 0 : rng.pick([0.05, 0.3, 0.9]),
+    outOfRange: rng.uniform() < 0.7 ? 0 : rng.pick([0.01, 0.1, 0.5]),
+    softmaxScale: rng.uniform() < 0.7 ? "case" : rng.pick([undefined, 0.01, 0.3]),
+    qPad: rng.uniform() < 0.2 ? rng.pick([8, 64]) : 0,
+    indicesPad: rng.uniform() < 0.2 ? rng.pick([1, 5, 64]) : 0,
     useStream: rng.uniform() < 0.3,
     preallocate: rng.uniform() < 0.3,
   };
@@ -133,22 +131,6 @@ function describeCase(f: SparseFuzzCase): string {
     `pageBlockSize=${f.pageBlockSize} blockPad=${f.blockPadTokens} topkLength=${f.topkLength} sink=${f.sink} invalid=${f.invalidFraction} ` +
     `repeat=${f.repeat} outOfRange=${f.outOfRange} scale=${f.softmaxScale ?? "default"} qPad=${f.qPad} indicesPad=${f.indicesPad}` +
     `${f.useStream ? " stream" : ""}${f.preallocate ? " preallocated" : ""}`;
-}
-
-/** A padded copy of a contiguous host tensor, viewed back to its shape: `pad` elements of `fill` after each run of `inner` elements. */
-function padded(t: Tensor, inner: number, pad: number, strides: readonly number[], fill: number): Tensor {
-  const src = t.host as Uint16Array | Int32Array;
-  const runs = src.length / inner;
-  const dst = src instanceof Int32Array ? new Int32Array(runs * (inner + pad)) : new Uint16Array(runs * (inner + pad));
-  dst.fill(fill);
-  for (let r = 0; r < runs; r++) dst.set(src.subarray(r * inner, (r + 1) * inner), r * (inner + pad));
-  return Tensor.fromHost(dst, [dst.length], t.dtype).view(t.shape, strides);
-}
-
-/** A device copy of a host tensor's whole storage, viewed with the host view's shape and strides. */
-function uploadStorage(t: Tensor): Tensor {
-  const store = Tensor.toDevice(Tensor.fromHost(t.host!, [t.host!.length], t.dtype));
-  return store.view(t.shape, t.strides);
 }
 
 /**
@@ -190,7 +172,7 @@ function build(f: SparseFuzzCase): Built {
   const idx = c.indices.host as Int32Array;
   if (f.outOfRange > 0) {
     const bad = [numSlots, numSlots + 1, numSlots + f.pageBlockSize, 2 ** 31 - 1, -2, -1000, -(2 ** 31)];
-    for (let k = 0; k < idx.length; k++) if (rng.uniform() < f.outOfRange) idx[k] = rng.uniform() < 0.5 ? pick(rng, bad) : numSlots + rng.int(0, 100_000);
+    for (let k = 0; k < idx.length; k++) if (rng.uniform() < f.outOfRange) idx[k] = rng.uniform() < 0.5 ? rng.pick(bad) : numSlots + rng.int(0, 100_000);
   }
 
   // topkLength: the kernel and its scheduler clamp each value to [0, topk] (validateSparseArgs documents
@@ -199,16 +181,16 @@ function build(f: SparseFuzzCase): Built {
   if (f.topkLength === "generator") {
     tlGpu = Int32Array.from(c.topkLength!.host as Int32Array);
     for (let i = 0; i < f.b; i++) {
-      if (tlGpu[i] === 0 && rng.uniform() < 0.5) tlGpu[i] = pick(rng, [-1, -64, -(2 ** 31)]);
-      else if (tlGpu[i] === f.topk && rng.uniform() < 0.5) tlGpu[i] = pick(rng, [f.topk + 1, f.topk + 63, 2 ** 31 - 1]);
+      if (tlGpu[i] === 0 && rng.uniform() < 0.5) tlGpu[i] = rng.pick([-1, -64, -(2 ** 31)]);
+      else if (tlGpu[i] === f.topk && rng.uniform() < 0.5) tlGpu[i] = rng.pick([f.topk + 1, f.topk + 63, 2 ** 31 - 1]);
     }
   } else if (f.topkLength === "extreme") {
     tlGpu = Int32Array.from({ length: f.b }, () => {
       const u = rng.uniform();
       if (u < 0.15) return 0;
-      if (u < 0.25) return pick(rng, [-1, -7, -(2 ** 31)]);
+      if (u < 0.25) return rng.pick([-1, -7, -(2 ** 31)]);
       if (u < 0.4) return f.topk;
-      if (u < 0.55) return pick(rng, [f.topk + 1, f.topk + 64, 2 ** 31 - 1]);
+      if (u < 0.55) return rng.pick([f.topk + 1, f.topk + 64, 2 ** 31 - 1]);
       if (u < 0.65) return Math.min(f.topk, rng.int(1, 4));
       return rng.int(0, f.topk + 1);
     });
@@ -221,7 +203,7 @@ function build(f: SparseFuzzCase): Built {
       const u = rng.uniform();
       if (u < 0.04) return Infinity;
       if (u < 0.08) return -Infinity;
-      if (u < 0.12) return pick(rng, [30, -30]);
+      if (u < 0.12) return rng.pick([30, -30]);
       return 2 * rng.normal();
     });
   }
