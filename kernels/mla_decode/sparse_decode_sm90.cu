@@ -591,7 +591,9 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
         if (lane % 4 == 0) sm.l[16 * warp_in_wg + lane / 4 + 8 * half] = l[half], sm.m[16 * warp_in_wg + lane / 4 + 8 * half] = m[half];
       }
       __syncwarp();
-      ptx::named_barrier_arrive_unaligned(BAR_L_READY, CONSUMER_THREADS);
+      // A full barrier (not arrive): once per request, so free, and racecheck then sees the exchange
+      // ordered (it reported WG0's sm.l / sm.m writes against WG1's reads across an arrive -> sync pair).
+      ptx::named_barrier_sync_unaligned(BAR_L_READY, CONSUMER_THREADS);
     } else {
       ptx::named_barrier_sync_unaligned(BAR_L_READY, CONSUMER_THREADS);
 #pragma unroll
