@@ -11,6 +11,8 @@
 #                      without crossover)
 #   dequant(-int), sparse-int, bench-sparse-int   the same with the cubins of dist/kernels-int (built with
 #                      NVCC_EXTRA_FLAGS=-DMLA_DEQUANT_INT FLASHMLA_KERNEL_DIR=dist/kernels-int)
+#   variants           test/gpu/variants: kernels written without a GPU (seesaw_mc, sparse producer v2)
+#   sanitize-variants  compute-sanitizer over each of those files
 #   sanitize           compute-sanitizer (SANITIZE_TOOLS, default all four) over test/gpu/sanitize; API errors
 #                      are not reported: Kernel.paramInfo() probes cuFuncGetParamInfo past the last
 #                      parameter on purpose (memcheck counted 14 such, one per kernel, and no memory error)
@@ -45,6 +47,10 @@ dense_cases="dense-compute dense-compute-mtp dense-mem-h16 dense-mem-h64 dense-b
 for step in $steps; do
   case $step in
     dense) gpu_test dense 200 dist/test/gpu/mla/denseDecode.test.js ;;
+    variants) gpu_test variants 150 dist/test/gpu/variants ;;  # the kernels not yet run on a GPU, apart
+    sanitize-variants) for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
+        for f in dist/test/gpu/variants/*.test.js; do
+          run "compute-sanitizer $tool $(basename "$f")" ${SANITIZE_LIMIT:-120} compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 99 node "$f"; done; done ;;
     dequant) gpu_test dequant 60 dist/test/gpu/mla/sparseDequant.test.js ;;
     dequant-int) FLASHMLA_KERNEL_DIR=dist/kernels-int gpu_test dequant-int 60 dist/test/gpu/mla/sparseDequant.test.js ;;
     sparse-int) FLASHMLA_KERNEL_DIR=dist/kernels-int gpu_test sparse-int 150 dist/test/gpu/mla/sparseDecode.test.js ;;

@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { ArgumentError } from "../../../src/errors/ArgumentError.js";
-import { DENSE_KERNELS, validateDenseArgs, type FlashMlaWithKvcacheArgs } from "../../../src/mla/flashMlaWithKvcache.js";
+import { DENSE_KERNELS, EXPERIMENTAL_DENSE_KERNELS, validateDenseArgs, type FlashMlaWithKvcacheArgs } from "../../../src/mla/flashMlaWithKvcache.js";
 import { quantizeKvCacheFp8, validateWriteKvCacheFp8Args, type WriteKvCacheFp8Args } from "../../../src/mla/kvCacheFp8Gpu.js";
 import { mlaDecodeReferenceGpu, validateReferenceGpuArgs, type MlaDecodeReferenceGpuArgs } from "../../../src/mla/mlaDecodeReferenceGpu.js";
 import { getMlaMetadata, MlaSchedMeta, type MlaSchedConfig } from "../../../src/mla/MlaSchedMeta.js";
@@ -107,7 +107,7 @@ test("validateDenseArgs() names every argument's dtype, rank, shape and layout e
     ["softmaxScale a string", { softmaxScale: "0.05" }, `${D} 'softmaxScale': expected a finite number > 0, got string 0.05`],
     ["causal a string", { causal: "true" }, `${D} 'causal': expected a boolean, got string`],
     ["schedMeta missing", { schedMeta: undefined }, `${D} 'schedMeta': expected the object getMlaMetadata() returns, got undefined`],
-    ["kernel unknown", { kernel: "v2" }, `${D} 'kernel': expected ${DENSE_KERNELS.map((k) => `"${k}"`).join(" or ")}, got "v2"`],
+    ["kernel unknown", { kernel: "v2" }, `${D} 'kernel': expected ${[...DENSE_KERNELS, ...EXPERIMENTAL_DENSE_KERNELS].map((k) => `"${k}"`).join(" or ")}, got "v2"`],
     ["stream not a Stream", { stream: { handle: 0n } }, `${D} 'stream': expected a Stream (Stream.create()) or undefined, got object`],
     ["out rank 3", { out: bf16([2, 2, 4096]) }, `${D} 'out': expected rank 4 [b, s_q, h_q, d_v], got rank 3 [2, 2, 4096]`],
     ["out with 576 columns", { out: bf16([2, 2, 8, 576]) }, `${D} 'out': expected d_v = 512 (shape [2, 2, 8, 512]), got 576 (shape [2, 2, 8, 576])`],

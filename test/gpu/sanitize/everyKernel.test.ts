@@ -45,23 +45,6 @@ describeGpu("every kernel on small shapes (the compute-sanitizer suite)", () => 
     }
   });
 
-  test("dense seesaw_mc at 128 heads (two-CTA clusters, multicast K tiles) against the CPU reference", () => {
-    const host = makeDenseCase({ seed: 45, b: 2, s_q: 1, h_q: 128, h_kv: 1, seqlens: [700, 190], causal: false, dtype: "bf16", extraBlocks: 1 });
-    const c = uploadDenseCase(host);
-    const meta = getMlaMetadata();
-    try {
-      const { out, lse } = flashMlaWithKvcache({ ...c, schedMeta: meta, kernel: "seesaw_mc" });
-      const ref = mlaDecodeReference(host);
-      assertClose(bf16ArrayToF32(out.toHost().host as Uint16Array), ref.outF32, DENSE_OUT_TOL, { name: "seesaw_mc out", roundReferenceTo: "bf16" });
-      assertClose(lse.toHost().host as Float32Array, ref.lse.host as Float32Array, DENSE_LSE_TOL, { name: "seesaw_mc lse" });
-      out.dispose();
-      lse.dispose();
-    } finally {
-      meta.dispose();
-      c.dispose();
-    }
-  });
-
   test("dense fp32 GPU reference against the CPU reference", () => {
     const host = makeDenseCase({ seed: 50, b: 2, s_q: 1, h_q: 8, h_kv: 2, seqlens: [70, 0], causal: false, dtype: "bf16", extraBlocks: 1 });
     const c = uploadDenseCase(host);
@@ -77,7 +60,7 @@ describeGpu("every kernel on small shapes (the compute-sanitizer suite)", () => 
   });
 
   test("sparse: plain and crossover kernels, split top-k lists, invalid ids, against the CPU reference", () => {
-    for (const [crossover, producer] of [[false, "v1"], [true, "v1"], [false, "v2"], [true, "v2"]] as const) {
+    for (const [crossover, producer] of [[false, "v1"], [true, "v1"]] as const) {
       const opts = { seed: 60, b: 2, s_q: 2, h_q: 128, s_k: 600, topk: 1100, pageBlockSize: 61, sink: true, invalidFraction: 0.2, topkLength: true };
       const c = makeSparseCase(opts);
       const dev = { q: Tensor.toDevice(c.q), kCache: Tensor.toDevice(c.kCache), indices: Tensor.toDevice(c.indices), topkLength: c.topkLength && Tensor.toDevice(c.topkLength), attnSink: c.attnSink && Tensor.toDevice(c.attnSink) };
