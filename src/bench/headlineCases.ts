@@ -1,6 +1,7 @@
 /**
  * The cases `npm start` benchmarks on a Hopper GPU: the three BENCH.md names as the headline
- * (compute-bound, memory-bound, latency) plus the other dense cases that take seconds.
+ * (compute-bound, memory-bound, latency) plus the other dense cases that take seconds, and the sparse
+ * FP8 headline case (DeepSeek V3.2's shape).
  */
 export const HEADLINE_CASES: readonly string[] = [
   "dense-compute",
@@ -10,4 +11,5 @@ export const HEADLINE_CASES: readonly string[] = [
   "dense-b1",
   "dense-uneven",
   "dense-short-h16",
+  "sparse-v32",
 ];

@@ -34,8 +34,6 @@ Elsewhere: the float64 CPU reference on a small dense case (timed, checked again
 the roofline of the headline cases on an H200, and a line saying why no GPU was found.
 Exit status: 0 ok, 1 a check failed, ${USAGE_EXIT_CODE} bad command line.`;
 
-/** The CPU-only extra case for the roofline table: the sparse headline, analysed though not run. */
-const CPU_ROOFLINE_EXTRA = ["sparse-v32"];
 
 /** The small case the CPU reference runs without a GPU: MTP with causal masking and uneven lengths. */
 const CPU_CASE = { seed: 1, s_q: 2, h_q: 16, h_kv: 1, seqlens: [1024, 700, 333, 64], causal: true } as const;
@@ -88,7 +86,7 @@ interface CpuReferenceRun {
 function runWithoutGpu(reason: string, opts: StartOptions, io: CliIo): number {
   const c = io.colors;
   const cpu = cpuReferenceRun();
-  const names = [...HEADLINE_CASES, ...CPU_ROOFLINE_EXTRA];
+  const names = [...HEADLINE_CASES];
   const cases = names.map((n) => benchCaseByName(n)).filter((x): x is BenchCase => x !== undefined);
   const gpu = GPUS.h200;
   const roofs = referenceCeiling(gpu);
