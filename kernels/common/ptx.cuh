@@ -108,14 +108,18 @@ __device__ __forceinline__ void fence_proxy_async_smem() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
-// bar.sync with a named barrier id and a thread count (multiple of 32).
+// bar.sync with a named barrier id and a thread count (multiple of 32). bar.sync and bar.arrive are the
+// .aligned forms: all threads of a warp must execute them together, so the warp reconverges first (after
+// lane-conditional code the compiler need not have; racecheck and synccheck flagged such call sites).
 __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
+  __syncwarp();
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
 // barrier.sync / barrier.arrive without .aligned: for roles that reach the same named barrier from
 // different code (templated per warpgroup), where the .aligned forms (bar.sync, bar.arrive) are undefined
 // (PTX: every participating thread must execute the same aligned barrier instruction; synccheck flags it).
+// These need no reconverged warp.
 __device__ __forceinline__ void named_barrier_sync_unaligned(uint32_t id, uint32_t threads) {
   asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
@@ -126,6 +130,7 @@ __device__ __forceinline__ void named_barrier_arrive_unaligned(uint32_t id, uint
 // bar.arrive: signal a named barrier without waiting (the producer side of a bar.arrive/bar.sync pair;
 // like bar.sync it orders this thread's earlier shared-memory writes before the waiters continue).
 __device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threads) {
+  __syncwarp();  // .aligned, as bar.sync
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 

@@ -324,7 +324,6 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     const int end_blk = req == meta.end_req_idx ? meta.end_block_idx : num_kv_blocks(seqlen);
     const bool is_split = (req == meta.begin_req_idx && meta.is_first_req_splitted) || (req == meta.end_req_idx && meta.is_last_req_splitted);
 
-    __syncwarp();  // the previous request's lane-conditional stores left warps diverged
     ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);  // the previous request is done with sQ and sm.l
     load_q_dense(p, sm.q, req, m_block, hk, tid, CONSUMER_THREADS);
     ptx::fence_proxy_async_smem();
@@ -359,7 +358,6 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           m[half] = m_new;
           if (lane % 4 == 0) sm.m[r] = m_new, sm.scale0[r] = scale0[half];
         }
-        __syncwarp();  // reconverge after the lane-conditional stores: bar.arrive is the .aligned form
         ptx::named_barrier_arrive(BAR_SCALE0_READY, CONSUMER_THREADS);
         rescale_o<FAST>(o, scale0);
         if (seqlen - blk0 * BLOCK_N < BLOCK_N) {
@@ -422,7 +420,6 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         pack_p<T>(p1, s);
         store_p(p_tile(sm, 1), p1, warp_in_wg, lane);
         ptx::fence_proxy_async_smem();
-        __syncwarp();
         ptx::named_barrier_arrive(BAR_SCALE1_READY, CONSUMER_THREADS);
         rescale_o<FAST>(o, scale01);
         if (seqlen - blk1 * BLOCK_N < BLOCK_N) {
@@ -450,7 +447,6 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       l[half] += __shfl_xor_sync(0xFFFFFFFFu, l[half], 2);
       if (lane % 4 == 0) sm.l[wg][16 * warp_in_wg + lane / 4 + 8 * half] = l[half];
     }
-    __syncwarp();
     ptx::named_barrier_sync(BAR_L_READY, CONSUMER_THREADS);
     float L[2], M[2];
 #pragma unroll

@@ -459,8 +459,7 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
     const bool is_split = (req == meta.begin_req_idx && meta.is_first_req_splitted) || (req == meta.end_req_idx && meta.is_last_req_splitted);
 
     // WG0 and WG1 run different code (consumer<0>, consumer<1>), so their named barriers are the
-    // unaligned forms (compute-sanitizer's synccheck flagged bar.sync here); warps reconverge first.
-    __syncwarp();
+    // unaligned forms (compute-sanitizer's synccheck flagged bar.sync here).
     ptx::named_barrier_sync_unaligned(BAR_CONSUMERS, CONSUMER_THREADS);  // the previous request is done with sQ, sm.l, sm.m
     load_q<T>(p, sm, req, h0, s_idx, tid);
     ptx::fence_proxy_async_smem();
@@ -538,7 +537,6 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
           sm.scale[16 * warp_in_wg + lane / 4 + 8] = scale[1];
         }
         ptx::fence_proxy_async_smem();
-        __syncwarp();
         ptx::named_barrier_arrive_unaligned(BAR_P_READY, CONSUMER_THREADS);
         ptx::named_barrier_sync_unaligned(BAR_WG0, 128);  // all of P is in smem before W0's own wgmma reads it
 #pragma unroll
@@ -576,7 +574,6 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
         // The peer's producer also writes into this buffer: release it there too.
         if constexpr (XO) ptx::mbarrier_arrive_remote(ptx::mapa_shared(ptx::smem_addr(&sm.kempty[stage]), ptx::cluster_ctarank() ^ 1u));
       }
-      __syncwarp();
     }
 
     // Final L and M: WG0 owns them; the last P_FREE arrival of WG1 is consumed here.
@@ -590,7 +587,6 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
         L[half] = l[half], M[half] = m[half];
         if (lane % 4 == 0) sm.l[16 * warp_in_wg + lane / 4 + 8 * half] = l[half], sm.m[16 * warp_in_wg + lane / 4 + 8 * half] = m[half];
       }
-      __syncwarp();
       // A full barrier (not arrive): once per request, so free, and racecheck then sees the exchange
       // ordered (it reported WG0's sm.l / sm.m writes against WG1's reads across an arrive -> sync pair).
       ptx::named_barrier_sync_unaligned(BAR_L_READY, CONSUMER_THREADS);
