@@ -79,6 +79,70 @@ __device__ __forceinline__ void zero_tail_rows(uint8_t* kblock, int first_tile, 
   }
 }
 
+// ---- the online-softmax step on a 64x64 score tile in wgmma accumulator layout (shared by the seesaw
+// and the sparse consumers): thread element i is row 16·warp + lane/4 + 8·((i >> 1) & 1), column
+// 8·(i >> 2) + 2·(lane % 4) + (i & 1); a row's 64 scores live in the 4 lanes of a quad.
+
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, 2));
+}
+
+// The row's max over this thread's 16 scores, then over the quad. FAST: a 4-level tree instead of a
+// 16-long dependent chain (max is exact and order-free, so the result is the same).
+template <bool FAST>
+__device__ __forceinline__ float row_max(const float (&s)[32], int half) {
+  if constexpr (FAST) {
+    float v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = fmaxf(s[2 * half + 4 * j], s[2 * half + 4 * j + 1]);
+#pragma unroll
+    for (int w = 4; w > 0; w >>= 1)
+#pragma unroll
+      for (int j = 0; j < w; ++j) v[j] = fmaxf(v[j], v[j + w]);
+    return quad_max(fmaxf(v[0], MASKED));
+  } else {
+    float mx = MASKED;
+#pragma unroll
+    for (int i = 2 * half; i < 32; i += 4) mx = fmaxf(mx, fmaxf(s[i], s[i + 1]));
+    return quad_max(mx);
+  }
+}
+
+// P = 2^(S - m) in place; returns this thread's partial row sum.
+__device__ __forceinline__ float exponentiate(float (&s)[32], int half, float m) {
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 2 * half; i < 32; i += 4) {
+    s[i] = ptx::exp2_approx(s[i] - m);
+    s[i + 1] = ptx::exp2_approx(s[i + 1] - m);
+    sum += s[i] + s[i + 1];
+  }
+  return sum;
+}
+
+// P (accumulator layout, f32) as wgmma A fragments: k-step j, register x = elements 8j + 2x, 8j + 2x + 1.
+template <typename T>
+__device__ __forceinline__ void pack_p(uint32_t (&a)[4][4], const float (&s)[32]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int x = 0; x < 4; ++x) a[j][x] = ptx::pack2<T>(s[8 * j + 2 * x], s[8 * j + 2 * x + 1]);
+}
+
+// Stores P fragments as a 64x64 16-bit SW128 K-major tile for another warpgroup's SS wgmma. Fragment
+// a[j][x] holds accumulator elements i = 8j + 2x, 8j + 2x + 1: row 16w + l/4 + 8((i>>1)&1), 16-B chunk i>>2.
+__device__ __forceinline__ void store_p(uint8_t* tile, const uint32_t (&a)[4][4], int warp_in_wg, int lane) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      const int i = 8 * j + 2 * x;
+      const int r = 16 * warp_in_wg + lane / 4 + 8 * ((i >> 1) & 1);
+      *reinterpret_cast<uint32_t*>(tile + r * 128 + (((i >> 2) ^ (r & 7)) << 4) + 4 * (lane % 4)) = a[j][x];
+    }
+}
+
 // S = Q·Kᵀ for one 64-token block: wgmma m64n64k16 with both operands SW128 K-major in smem, 9 tiles x 4
 // k-steps over d_qk = 576. before_tile(t) runs before tile t's k-steps (e.g. a wait for its TMA load).
 template <typename T, typename BeforeTile>

@@ -491,6 +491,8 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
           const uint32_t two = *reinterpret_cast<const uint16_t*>(&sm.valid[stage][8 * c + 2 * (lane % 4)]);
           vbits |= ((two & 1u) | ((two >> 7) & 2u)) << (2 * c);
         }
+        // Invalid tokens are masked, the rest scaled to the log2 domain, in the same pass as the row max
+        // (separate passes cost WG0 registers it does not have); then the online-softmax step.
         float scale[2];
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
@@ -503,35 +505,16 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
               s[i + e] = v;
               mx = fmaxf(mx, v);
             }
-          mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 1));
-          mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
-          const float m_new = fmaxf(m[half], mx);
+          const float m_new = fmaxf(m[half], quad_max(mx));
           scale[half] = ptx::exp2_approx(m[half] - m_new);
           m[half] = m_new;
-          float sum = 0.0f;
-#pragma unroll
-          for (int i = 2 * half; i < 32; i += 4)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              s[i + e] = ptx::exp2_approx(s[i + e] - m_new);
-              sum += s[i + e];
-            }
-          l[half] = l[half] * scale[half] + sum;
+          l[half] = l[half] * scale[half] + exponentiate(s, half, m_new);
         }
         uint32_t a[4][4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-#pragma unroll
-          for (int x = 0; x < 4; ++x) a[j][x] = ptx::pack2<T>(s[8 * j + 2 * x], s[8 * j + 2 * x + 1]);
+        pack_p<T>(a, s);
         // WG1 must be done with the previous block's P before it is overwritten.
         if (blk != start_blk) ptx::named_barrier_sync_unaligned(BAR_P_FREE, CONSUMER_THREADS);
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-#pragma unroll
-          for (int x = 0; x < 4; ++x) {
-            const int i = 8 * j + 2 * x, r = 16 * warp_in_wg + lane / 4 + 8 * ((i >> 1) & 1);
-            *reinterpret_cast<uint32_t*>(sm.p + r * 128 + (((i >> 2) ^ (r & 7)) << 4) + 4 * (lane % 4)) = a[j][x];
-          }
+        store_p(sm.p, a, warp_in_wg, lane);
         if (lane % 4 == 0) {
           sm.scale[16 * warp_in_wg + lane / 4] = scale[0];
           sm.scale[16 * warp_in_wg + lane / 4 + 8] = scale[1];
