@@ -31,6 +31,7 @@ try {
     `#include "${path.join(root, "kernels/mla_decode/params.h")}"`,
     '#define FIELD(T, f) printf("%s %s %d\\n", #T, #f, (int)offsetof(T, f));',
     "int main() {",
+    '  printf("const D_V %d\\n", mla::D_V);',
     ...lines,
     "}",
   ].join("\n"));
@@ -43,6 +44,7 @@ try {
     if (m) device.set(`${m[1]}.${m[2]}`, Number(m[3]));
   }
   const problems = [];
+  if (device.get("const.D_V") !== params.D_V) problems.push(`D_V: ${device.get("const.D_V")} in params.h, ${params.D_V} in params.ts`);
   for (const [, name, mirror] of STRUCTS) {
     const size = device.get(`${name}.size`);
     if (size !== mirror.size) problems.push(`${name}: sizeof ${size} in params.h, ${mirror.size} in params.ts`);
@@ -61,7 +63,7 @@ try {
     console.error(`checkParamsLayout: params.h and src/mla/params.ts disagree:\n  ${problems.join("\n  ")}`);
     process.exit(1);
   }
-  console.log(`checkParamsLayout: ${STRUCTS.length} structs, ${device.size - STRUCTS.length} fields agree between params.h and params.ts`);
+  console.log(`checkParamsLayout: ${STRUCTS.length} structs (${device.size - STRUCTS.length - 1} fields) and D_V agree between params.h and params.ts`);
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }

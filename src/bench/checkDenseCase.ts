@@ -6,9 +6,9 @@ import { fp16ArrayToF32 } from "../numeric/fp16.js";
 import type { Stream } from "../runtime/Stream.js";
 import { Tensor } from "../runtime/Tensor.js";
 import { UNUSED_BLOCK_ID, type GpuDenseCase } from "./makeGpuDenseCase.js";
+import { D_V } from "../mla/params.js";
 
 const D_QK = 576;
-const D_V = 512;
 const PAGE = 64;
 
 /** The figures of one comparison, without the arrays. */

@@ -8,8 +8,8 @@ import type { Stream } from "../runtime/Stream.js";
 import { Tensor } from "../runtime/Tensor.js";
 import type { CompareSummary } from "./checkDenseCase.js";
 import { compactSparseRows, tokenCopyRuns } from "./compactSparseRows.js";
+import { D_V } from "../mla/params.js";
 
-const D_V = 512;
 /** lse of the kernel against the fp32 GPU reference: both accumulate in fp32, so the absolute floor is fp32's, not float64's. */
 const GPU_REFERENCE_LSE_TOL: Tolerance = Object.freeze({ abs: 1e-5, rel: 8.01 / 65536 });
 

@@ -1,6 +1,7 @@
 import { ArgumentError } from "../errors/ArgumentError.js";
 import type { Stream } from "../runtime/Stream.js";
 import { Tensor } from "../runtime/Tensor.js";
+import { SCHED_META_INTS } from "./schedule.js";
 
 /** Words of the device-side error record (kernels/mla_decode/params.h ERROR_WORDS). */
 export const DEVICE_ERROR_WORDS = 8;
@@ -79,6 +80,27 @@ export class MlaSchedMeta {
 
   get initialized(): boolean {
     return this.config !== undefined;
+  }
+
+  /**
+   * Allocates the step's workspace on `ordinal`: the scheduler's records, the split prefix sums and the
+   * split partials o_accum [slots, ...rows, 512] / lse_accum [slots, ...rows]; `extra` allocates what one
+   * path adds (dense: scheduled lengths and the error record; sparse: default lengths). Out of memory
+   * part-way frees everything allocated, so a retry starts clean and nothing leaks.
+   */
+  allocateWorkspace(ordinal: number, sizes: { parts: number; slots: number; b: number; rows: readonly number[] }, extra?: () => void): void {
+    try {
+      this.schedMeta = Tensor.emptyDevice([sizes.parts, SCHED_META_INTS], "i32", ordinal);
+      this.numSplits = Tensor.emptyDevice([sizes.b + 1], "i32", ordinal);
+      this.oAccum = Tensor.emptyDevice([sizes.slots, ...sizes.rows, 512], "f32", ordinal);
+      this.lseAccum = Tensor.emptyDevice([sizes.slots, ...sizes.rows], "f32", ordinal);
+      extra?.();
+    } catch (e) {
+      this.releaseWorkspace();
+      throw e;
+    }
+    this.numSmParts = sizes.parts;
+    this.numSplitSlots = sizes.slots;
   }
 
   /** Throws unless `config` equals the one this object was filled for. */

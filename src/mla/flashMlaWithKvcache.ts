@@ -6,15 +6,16 @@ import { TensorMap } from "../runtime/TensorMap.js";
 import { checkSameDevice, checkScalar, checkTensor } from "./checkTensor.js";
 import { decodeKernels } from "./decodeKernels.js";
 import { DEVICE_ERROR_WORDS, MlaSchedMeta, type MlaSchedConfig } from "./MlaSchedMeta.js";
-import { DenseParamsStruct, SchedParamsStruct } from "./params.js";
+import { D_V, DenseParamsStruct, SchedParamsStruct } from "./params.js";
 import { launchCombine } from "./launchCombine.js";
-import { numSmPartsDense, numSplitSlots, SCHED_META_INTS } from "./schedule.js";
+import { numSmPartsDense, numSplitSlots } from "./schedule.js";
+import { decodeOutputs, deviceOrdinalOf } from "./decodeOutputs.js";
 import { isSparseCall } from "./sparseArgs.js";
 import { sparseDecodeGpu } from "./sparseDecodeGpu.js";
 
 const FN = "flashMlaWithKvcache";
 export const D_QK = 576;
-export const D_V = 512;
+export { D_V };
 export const DENSE_PAGE_BLOCK_SIZE = 64;
 const BLOCK_M = 64;
 /** CUDA's limit on grid dimensions y and z. */
@@ -141,10 +142,6 @@ export function validateDenseArgs(a: FlashMlaWithKvcacheArgs, requireCuda = true
   return { b, s_q, h_q, h_kv, num_blocks: k.shape[0], max_blocks_per_seq: bt.shape[1], softmax_scale, causal: s_q > 1 && a.causal === true };
 }
 
-function deviceOrdinalOf(t: Tensor): number {
-  return Number(t.device.slice("cuda:".length));
-}
-
 /** Fills the metadata on the GPU from cacheSeqlens (first call of a step) and sizes the workspace. */
 function initSchedMeta(meta: MlaSchedMeta, config: MlaSchedConfig, shape: DenseShape, cacheSeqlens: Tensor, stream: Stream | undefined): void {
   const ordinal = deviceOrdinalOf(cacheSeqlens);
@@ -153,29 +150,19 @@ function initSchedMeta(meta: MlaSchedMeta, config: MlaSchedConfig, shape: DenseS
   const parts = numSmPartsDense(device.smCount, shape.s_q, shape.h_q, shape.h_kv);
   const slots = numSplitSlots(shape.b, parts);
   const rowsPerKv = (shape.s_q * shape.h_q) / shape.h_kv;
-  try {
-    meta.schedMeta = Tensor.emptyDevice([parts, SCHED_META_INTS], "i32", ordinal);
-    meta.numSplits = Tensor.emptyDevice([shape.b + 1], "i32", ordinal);
-    meta.oAccum = Tensor.emptyDevice([slots, shape.h_kv, rowsPerKv, D_V], "f32", ordinal);
-    meta.lseAccum = Tensor.emptyDevice([slots, shape.h_kv, rowsPerKv], "f32", ordinal);
+  meta.allocateWorkspace(ordinal, { parts, slots, b: shape.b, rows: [shape.h_kv, rowsPerKv] }, () => {
     meta.seqlensUsed = Tensor.emptyDevice([shape.b], "i32", ordinal);
     meta.errors = Tensor.emptyDevice([DEVICE_ERROR_WORDS], "i32", ordinal);
     meta.errors.buffer!.memset32(0, 0, DEVICE_ERROR_WORDS, stream);
-  } catch (e) {
-    // Out of memory part-way: free what was allocated, or a retry would overwrite (and leak) it.
-    meta.releaseWorkspace();
-    throw e;
-  }
-  meta.numSmParts = parts;
-  meta.numSplitSlots = slots;
+  });
   // The scheduler checks the lengths against the table (errors recorded, bad requests scheduled as
   // empty) and writes the lengths it scheduled, which the main kernels then read.
   const params = SchedParamsStruct.pack({
     cache_seqlens: cacheSeqlens.ptr,
-    sched_meta: meta.schedMeta.ptr,
-    num_splits: meta.numSplits.ptr,
-    seqlens_used: meta.seqlensUsed.ptr,
-    errors: meta.errors.ptr,
+    sched_meta: meta.schedMeta!.ptr,
+    num_splits: meta.numSplits!.ptr,
+    seqlens_used: meta.seqlensUsed!.ptr,
+    errors: meta.errors!.ptr,
     b: shape.b,
     num_sm_parts: parts,
     max_len: 0,
@@ -210,15 +197,7 @@ export function flashMlaWithKvcache(args: FlashMlaWithKvcacheArgs): FlashMlaResu
   const k = decodeKernels(ordinal);
   if (!meta.initialized) initSchedMeta(meta, config, shape, cacheSeqlens, stream);
 
-  const out = args.out ?? Tensor.emptyDevice([shape.b, shape.s_q, shape.h_q, D_V], q.dtype, ordinal);
-  let lse: Tensor;
-  try {
-    lse = args.lse ?? Tensor.emptyDevice([shape.b, shape.h_q, shape.s_q], "f32", ordinal);
-  } catch (e) {
-    // Out of device memory for lse: do not leak the out we just allocated (a server retries such calls).
-    if (args.out === undefined) out.dispose();
-    throw e;
-  }
+  const { out, lse } = decodeOutputs(shape, q.dtype, ordinal, args);
   const heads_per_kv = shape.h_q / shape.h_kv;
   const rows_per_kv = shape.s_q * heads_per_kv;
   const num_m_blocks = Math.ceil(rows_per_kv / BLOCK_M);

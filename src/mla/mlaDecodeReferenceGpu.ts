@@ -2,6 +2,7 @@ import { ArgumentError, formatShape } from "../errors/ArgumentError.js";
 import type { Stream } from "../runtime/Stream.js";
 import { Tensor } from "../runtime/Tensor.js";
 import { decodeKernels } from "./decodeKernels.js";
+import { decodeOutputs, deviceOrdinalOf } from "./decodeOutputs.js";
 import { validateDenseArgs, type FlashMlaWithKvcacheArgs } from "./flashMlaWithKvcache.js";
 import { RefParamsStruct } from "./params.js";
 
@@ -41,9 +42,8 @@ export function validateReferenceGpuArgs(args: MlaDecodeReferenceGpuArgs, requir
  */
 export function mlaDecodeReferenceGpu(args: MlaDecodeReferenceGpuArgs): { out: Tensor; lse: Tensor } {
   const shape = validateReferenceGpuArgs(args);
-  const ordinal = Number(args.q.device.slice(5));
-  const out = Tensor.emptyDevice([shape.b, shape.s_q, shape.h_q, 512], "f32", ordinal);
-  const lse = Tensor.emptyDevice([shape.b, shape.h_q, shape.s_q], "f32", ordinal);
+  const ordinal = deviceOrdinalOf(args.q);
+  const { out, lse } = decodeOutputs(shape, "f32", ordinal);
   const params = RefParamsStruct.pack({
     q: args.q.ptr,
     kv: args.kCache.ptr,

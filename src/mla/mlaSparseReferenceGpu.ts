@@ -1,6 +1,7 @@
 import { ArgumentError } from "../errors/ArgumentError.js";
 import { Tensor } from "../runtime/Tensor.js";
 import { decodeKernels } from "./decodeKernels.js";
+import { decodeOutputs, deviceOrdinalOf } from "./decodeOutputs.js";
 import type { FlashMlaWithKvcacheArgs } from "./flashMlaWithKvcache.js";
 import { MlaSchedMeta } from "./MlaSchedMeta.js";
 import { SparseRefParamsStruct } from "./params.js";
@@ -20,9 +21,8 @@ export function mlaSparseReferenceGpu(args: Omit<FlashMlaWithKvcacheArgs, "sched
   for (const [name, t] of [["q", args.q], ["indices", args.indices!]] as const) {
     if (!t.isContiguous()) throw new ArgumentError(fn, name, "a contiguous tensor", `strides [${t.strides.join(", ")}]`);
   }
-  const ordinal = Number(args.q.device.slice(5));
-  const out = Tensor.emptyDevice([shape.b, shape.s_q, shape.h_q, 512], "f32", ordinal);
-  const lse = Tensor.emptyDevice([shape.b, shape.h_q, shape.s_q], "f32", ordinal);
+  const ordinal = deviceOrdinalOf(args.q);
+  const { out, lse } = decodeOutputs(shape, "f32", ordinal);
   const params = SparseRefParamsStruct.pack({
     q: args.q.ptr,
     kv: args.kCache.ptr,

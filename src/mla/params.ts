@@ -1,6 +1,9 @@
 import { CStruct } from "./CStruct.js";
 
 /** Mirrors of kernels/mla_decode/params.h: the one host/device contract. Keep the field order identical. */
+
+/** params.h D_V: latent (value) dims of each output row. */
+export const D_V = 512;
 export const SchedParamsStruct = new CStruct("SchedParams", [
   ["cache_seqlens", "ptr"],
   ["sched_meta", "ptr"],

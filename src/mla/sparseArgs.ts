@@ -3,10 +3,10 @@ import { Tensor } from "../runtime/Tensor.js";
 import { checkSameDevice, checkScalar, checkTensor } from "./checkTensor.js";
 import type { FlashMlaWithKvcacheArgs } from "./flashMlaWithKvcache.js";
 import { MlaSchedMeta, type MlaSchedConfig } from "./MlaSchedMeta.js";
+import { D_V } from "./params.js";
 
 const FN = "flashMlaWithKvcache";
 const D_QK = 576;
-const D_V = 512;
 /** Bytes of one V32 FP8 token: 512 e4m3, 4 f32 scales, 64 bf16 RoPE dims. */
 export const SPARSE_TOKEN_BYTES = 656;
 /** Query heads the sparse kernel runs natively. FlashMLA's sm90 kernel takes 64 and 128 only. */

@@ -2,10 +2,11 @@ import { ArgumentError } from "../errors/ArgumentError.js";
 import { Device } from "../runtime/Device.js";
 import { Tensor } from "../runtime/Tensor.js";
 import { decodeKernels } from "./decodeKernels.js";
+import { decodeOutputs, deviceOrdinalOf } from "./decodeOutputs.js";
 import type { FlashMlaResult, FlashMlaWithKvcacheArgs } from "./flashMlaWithKvcache.js";
 import { SchedParamsStruct, SparseParamsStruct } from "./params.js";
 import { launchCombine } from "./launchCombine.js";
-import { numSmPartsSparse, numSplitSlots, SCHED_META_INTS } from "./schedule.js";
+import { numSmPartsSparse, numSplitSlots } from "./schedule.js";
 import { validateSparseArgs } from "./sparseArgs.js";
 
 const FN = "sparseDecodeGpu";
@@ -26,7 +27,6 @@ export interface SparseDecodeOptions {
    */
   producer?: "v1" | "v2";
 }
-const D_V = 512;
 
 /**
  * Sparse FP8 decode on the GPU (kernels/mla_decode/sparse_decode_sm90.cu): validation, the scheduler over
@@ -44,44 +44,28 @@ export function sparseDecodeGpu(args: FlashMlaWithKvcacheArgs, opts: SparseDecod
   const indices = args.indices!;
   const meta = args.schedMeta;
   meta.checkConfig(FN, shape.config);
-  const ordinal = Number(q.device.slice("cuda:".length));
+  const ordinal = deviceOrdinalOf(q);
   const k = decodeKernels(ordinal);
   const rows = shape.s_q * shape.h_q;
 
   if (!meta.initialized) {
     const parts = numSmPartsSparse(Device.get(ordinal).smCount, shape.s_q, shape.h_q);
     const slots = numSplitSlots(shape.b, parts);
-    try {
-      meta.schedMeta = Tensor.emptyDevice([parts, SCHED_META_INTS], "i32", ordinal);
-      meta.numSplits = Tensor.emptyDevice([shape.b + 1], "i32", ordinal);
-      meta.oAccum = Tensor.emptyDevice([slots, rows, D_V], "f32", ordinal);
-      meta.lseAccum = Tensor.emptyDevice([slots, rows], "f32", ordinal);
+    meta.allocateWorkspace(ordinal, { parts, slots, b: shape.b, rows: [rows] }, () => {
       if (args.topkLength === undefined) {
         // Without topkLength every request attends all topk entries.
         meta.lengths = Tensor.emptyDevice([shape.b], "i32", ordinal);
         meta.lengths.buffer!.memset32(shape.topk, 0, shape.b, stream);
       }
-    } catch (e) {
-      meta.releaseWorkspace();  // out of memory part-way: a retry must not leak what was allocated
-      throw e;
-    }
-    meta.numSmParts = parts;
-    meta.numSplitSlots = slots;
+    });
     const lengths = args.topkLength?.ptr ?? meta.lengths!.ptr;
     // Sparse lengths are clamped to [0, topk] (FlashMLA's topk_length rule), never errors.
-    const sched = SchedParamsStruct.pack({ cache_seqlens: lengths, sched_meta: meta.schedMeta.ptr, num_splits: meta.numSplits.ptr, seqlens_used: 0n, errors: 0n, b: shape.b, num_sm_parts: parts, max_len: shape.topk, max_valid_len: 0 });
+    const sched = SchedParamsStruct.pack({ cache_seqlens: lengths, sched_meta: meta.schedMeta!.ptr, num_splits: meta.numSplits!.ptr, seqlens_used: 0n, errors: 0n, b: shape.b, num_sm_parts: parts, max_len: shape.topk, max_valid_len: 0 });
     k.sched.launch({ grid: 1, block: 32, stream }, [{ kind: "bytes", value: sched }]);
     meta.config = shape.config;
   }
 
-  const out = args.out ?? Tensor.emptyDevice([shape.b, shape.s_q, shape.h_q, D_V], "bf16", ordinal);
-  let lse: Tensor;
-  try {
-    lse = args.lse ?? Tensor.emptyDevice([shape.b, shape.h_q, shape.s_q], "f32", ordinal);
-  } catch (e) {
-    if (args.out === undefined) out.dispose();
-    throw e;
-  }
+  const { out, lse } = decodeOutputs(shape, "bf16", ordinal, args);
   const lengths = args.topkLength?.ptr ?? meta.lengths!.ptr;
   const sink = args.attnSink?.ptr ?? 0n;
   const params = SparseParamsStruct.pack({

@@ -15,6 +15,7 @@ import { mlaCost } from "../../roofline/mlaCost.js";
 import { rooflineReport } from "../../roofline/rooflineReport.js";
 import { FAILURE_EXIT_CODE, guarded, runBench, type GpuCommandDeps } from "./bench.js";
 import { USAGE_EXIT_CODE } from "./roofline.js";
+import { D_V } from "../../mla/params.js";
 
 interface StartOptions {
   iters: number;
@@ -174,7 +175,6 @@ function cpuReferenceRun(): CpuReferenceRun {
   const rows: ReferenceRow[] = [];
   for (let i = 0; i < seqlens.length; i++) for (const head of [0, h_q - 1]) for (let token = 0; token < s_q; token++) rows.push({ batch: i, token, head });
   const part = mlaDecodeReference(args, { rows });
-  const D_V = 512;
   const pick = (r: { outF32: Float32Array; lse: { host?: ArrayLike<number> } }) => {
     const out = new Float32Array(rows.length * (D_V + 1));
     const lse = r.lse.host as Float32Array;
