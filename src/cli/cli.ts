@@ -1,9 +1,7 @@
 #!/usr/bin/env node
-import { readFileSync, realpathSync } from "node:fs";
-import path from "node:path";
+import { realpathSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 import { Command } from "commander";
-import { config } from "../config.js";
 import { Device } from "../runtime/Device.js";
 import { driverAvailable } from "../driver/loadDriver.js";
 import { registerBenchCommand } from "./commands/bench.js";
@@ -12,6 +10,7 @@ import { registerCheckCommand } from "./commands/check.js";
 import { registerInfoCommand } from "./commands/info.js";
 import { registerRooflineCommand } from "./commands/roofline.js";
 import { registerStartCommand } from "./commands/start.js";
+import { packageVersion } from "./options.js";
 
 /** Exit status for a command line that cannot be run as given (unknown command or option, bad value). */
 export const USAGE_EXIT_CODE = 2;
@@ -42,14 +41,6 @@ function detectGpuName(): string | undefined {
   return driverAvailable().ok ? Device.get().name : undefined;
 }
 
-function packageVersion(): string {
-  try {
-    const pkg = JSON.parse(readFileSync(path.join(config.packageRoot, "package.json"), "utf8")) as { version?: string };
-    return pkg.version ?? "unknown";
-  } catch {
-    return "unknown";
-  }
-}
 
 async function main(): Promise<void> {
   try {

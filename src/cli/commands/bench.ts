@@ -1,6 +1,6 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { Command, InvalidArgumentError, Option } from "commander";
+import { Command, Option } from "commander";
 import { BENCH_CASES, benchCaseByName, type BenchCase } from "../../../bench/cases.js";
 import { BenchProgress, progressMode } from "../../bench/BenchProgress.js";
 import { BENCH_KERNELS, DEFAULT_BENCH_KERNELS, defaultBenchKernel, type BenchKernel } from "../../bench/benchKernels.js";
@@ -20,6 +20,7 @@ import { ridgePoint } from "../../roofline/roofline.js";
 import type { Device } from "../../runtime/Device.js";
 import { Stream } from "../../runtime/Stream.js";
 import { USAGE_EXIT_CODE } from "./roofline.js";
+import { fmt, intAtLeast, nonNegativeInteger } from "../options.js";
 
 /** Exit status when a check failed, or the command could not do its job (no GPU). */
 export const FAILURE_EXIT_CODE = 1;
@@ -89,7 +90,7 @@ export function registerBenchCommand(program: Command, deps: GpuCommandDeps = {}
     .addOption(
       new Option("--kernel <name>", `implementation to time, for every case (default: ${DEFAULT_BENCH_KERNELS.dense} for dense cases, ${DEFAULT_BENCH_KERNELS.sparse} for sparse ones); cases it cannot run report 'not available'`).choices(Object.keys(BENCH_KERNELS)),
     )
-    .addOption(new Option("--iters <n>", "timed calls per case (median of these; at least 20)").argParser(atLeast(20)).default(40))
+    .addOption(new Option("--iters <n>", "timed calls per case (median of these; at least 20)").argParser(intAtLeast(20)).default(40))
     .addOption(new Option("--seed <n>", "seed of the lengths, block tables and data").argParser(nonNegativeInteger).default(1))
     .addOption(new Option("--json [file]", "write the JSON record to FILE (without FILE: print it instead of the table)"))
     .addOption(new Option("--svg [file]", "write the roofline plot (default file: bench/results/bench-<gpu>-<time>.svg)"))
@@ -294,20 +295,5 @@ function slug(s: string): string {
   return s.toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-|-$/g, "") || "gpu";
 }
 
-function fmt(x: number, digits: number): string {
-  return x.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits, useGrouping: false });
-}
 
-function atLeast(min: number): (value: string) => number {
-  return (value: string) => {
-    const n = /^\d+$/.test(value.trim()) ? Number(value) : NaN;
-    if (!Number.isSafeInteger(n) || n < min) throw new InvalidArgumentError(`expected an integer >= ${min}.`);
-    return n;
-  };
-}
 
-function nonNegativeInteger(value: string): number {
-  const n = /^\d+$/.test(value.trim()) ? Number(value) : NaN;
-  if (!Number.isSafeInteger(n)) throw new InvalidArgumentError("expected a non-negative integer.");
-  return n;
-}

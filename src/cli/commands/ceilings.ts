@@ -1,4 +1,4 @@
-import { Command, InvalidArgumentError, Option } from "commander";
+import { Command, Option } from "commander";
 import Table from "cli-table3";
 import { BenchProgress, progressMode } from "../../bench/BenchProgress.js";
 import { CeilingsCache, type CeilingsRecord } from "../../bench/CeilingsCache.js";
@@ -10,6 +10,7 @@ import { gpuSpecFromName, type GpuSpec } from "../../roofline/gpus.js";
 import { ridgePoint } from "../../roofline/roofline.js";
 import { FAILURE_EXIT_CODE, guarded, noGpuText, type GpuCommandDeps } from "./bench.js";
 import { USAGE_EXIT_CODE } from "./roofline.js";
+import { fmt, intAtLeast } from "../options.js";
 
 interface CeilingsOptions {
   fresh?: boolean;
@@ -42,7 +43,7 @@ export function registerCeilingsCommand(program: Command, deps: GpuCommandDeps =
     .command("ceilings")
     .description("Measure this GPU's copy bandwidth and bf16 tensor-core rate with our own kernels; print them beside the datasheet")
     .addOption(new Option("--fresh", "measure even when the cache holds this GPU and driver"))
-    .addOption(new Option("--iters <n>", "timed launches per kernel (at least 20)").argParser(atLeast20).default(30))
+    .addOption(new Option("--iters <n>", "timed launches per kernel (at least 20)").argParser(intAtLeast(20)).default(30))
     .addOption(new Option("--json", "print the record as JSON"))
     .addHelpText("after", EXAMPLES)
     .exitOverride((err) => exit(err.exitCode === 0 ? 0 : USAGE_EXIT_CODE));
@@ -116,12 +117,4 @@ export function ceilingsText(
   return `${lines.join("\n")}\n`;
 }
 
-function atLeast20(value: string): number {
-  const n = /^\d+$/.test(value.trim()) ? Number(value) : NaN;
-  if (!Number.isSafeInteger(n) || n < 20) throw new InvalidArgumentError("expected an integer >= 20.");
-  return n;
-}
 
-function fmt(x: number, digits: number): string {
-  return x.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits, useGrouping: false });
-}

@@ -1,4 +1,4 @@
-import { Command, InvalidArgumentError, Option } from "commander";
+import { Command, Option } from "commander";
 import Table from "cli-table3";
 import { BenchProgress, progressMode } from "../../bench/BenchProgress.js";
 import { BENCH_KERNELS, DEFAULT_BENCH_KERNELS, benchKernelUnsupported } from "../../bench/benchKernels.js";
@@ -9,6 +9,7 @@ import { runCheckCase, type CheckCaseResult } from "../../bench/runCheckCase.js"
 import { Stream } from "../../runtime/Stream.js";
 import { FAILURE_EXIT_CODE, guarded, noGpuText, type GpuCommandDeps } from "./bench.js";
 import { USAGE_EXIT_CODE } from "./roofline.js";
+import { nonNegativeInteger } from "../options.js";
 
 interface CheckOptions {
   grid: CheckGridName;
@@ -183,8 +184,3 @@ function sci(x: number): string {
   return x === 0 ? "0" : x.toExponential(2);
 }
 
-function nonNegativeInteger(value: string): number {
-  const n = /^\d+$/.test(value.trim()) ? Number(value) : NaN;
-  if (!Number.isSafeInteger(n)) throw new InvalidArgumentError("expected a non-negative integer.");
-  return n;
-}

@@ -1,12 +1,11 @@
-import { readFileSync } from "node:fs";
-import path from "node:path";
-import { Command, InvalidArgumentError, Option } from "commander";
+import { Command, Option } from "commander";
 import { config } from "../../config.js";
 import { check } from "../../driver/check.js";
 import { driverAvailable, loadDriver } from "../../driver/loadDriver.js";
 import { Device } from "../../runtime/Device.js";
 import { hopperSupport } from "../../runtime/hopperSupport.js";
 import { readKernelManifest, readVerifiedCubin } from "../../runtime/readVerifiedCubin.js";
+import { nonNegativeInteger, packageVersion } from "../options.js";
 
 /** What `flashmla info` found: software, driver, the GPU, the kernels and what can run. */
 export interface InfoReport {
@@ -136,14 +135,6 @@ function hopperVerdict(gpu: InfoReport["gpu"], kernels: InfoReport["kernels"]): 
   return { canRun: true, reason: `${gpu.name} is sm_90 and ${kernels.modules.length} verified cubins are in ${kernels.dir}` };
 }
 
-function packageVersion(): string {
-  try {
-    const pkg = JSON.parse(readFileSync(path.join(config.packageRoot, "package.json"), "utf8")) as { version?: string };
-    return pkg.version ?? "unknown";
-  } catch {
-    return "unknown";
-  }
-}
 
 /** Renders the report for a terminal: one "label: value" line per fact. */
 export function formatInfo(report: InfoReport): string {
@@ -196,8 +187,3 @@ export function registerInfoCommand(program: Command): Command {
     });
 }
 
-function nonNegativeInteger(value: string): number {
-  const n = Number(value);
-  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n)) throw new InvalidArgumentError("expected a non-negative integer");
-  return n;
-}

@@ -5,6 +5,7 @@ import { BENCH_CASES, benchCaseByName, benchCaseShape, meanCacheLength, type Ben
 import { GPU_KEYS, GPUS, getGpuSpec, gpuSpecFromName, type GpuSpec, type MeasuredCeilings } from "../../roofline/gpus.js";
 import { expectedUniqueTokens, FP8_V32_TOKEN_BYTES, type MlaShape } from "../../roofline/mlaCost.js";
 import { rooflineReport, type RooflineReport } from "../../roofline/rooflineReport.js";
+import { fmt } from "../options.js";
 
 /** Exit status for a command line that cannot be run as given. */
 export const USAGE_EXIT_CODE = 2;
@@ -312,9 +313,6 @@ function table(c: ReturnType<typeof pc.createColors>, head: string[]): Table.Tab
   return new Table({ head: head.map((h) => c.bold(h)), style: { head: [], border: [], compact: true } });
 }
 
-function fmt(x: number, digits: number): string {
-  return x.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits, useGrouping: false });
-}
 
 function fmtInt(x: number): string {
   return Math.round(x).toLocaleString("en-US");

@@ -1,5 +1,5 @@
 import { performance } from "node:perf_hooks";
-import { Command, InvalidArgumentError, Option } from "commander";
+import { Command, Option } from "commander";
 import Table from "cli-table3";
 import { benchCaseByName, benchCaseShape, type BenchCase } from "../../../bench/cases.js";
 import { BENCH_KERNELS, DEFAULT_BENCH_KERNEL } from "../../bench/benchKernels.js";
@@ -16,6 +16,7 @@ import { rooflineReport } from "../../roofline/rooflineReport.js";
 import { FAILURE_EXIT_CODE, guarded, runBench, type GpuCommandDeps } from "./bench.js";
 import { USAGE_EXIT_CODE } from "./roofline.js";
 import { D_V } from "../../mla/params.js";
+import { fmt, intAtLeast } from "../options.js";
 
 interface StartOptions {
   iters: number;
@@ -48,7 +49,7 @@ export function registerStartCommand(program: Command, deps: GpuCommandDeps = {}
   const cmd = program
     .command("start")
     .description("The main job: benchmark the headline cases on a Hopper GPU; without one, the CPU reference and the roofline analysis")
-    .addOption(new Option("--iters <n>", "timed calls per case on the GPU (at least 20)").argParser(atLeast20).default(40))
+    .addOption(new Option("--iters <n>", "timed calls per case on the GPU (at least 20)").argParser(intAtLeast(20)).default(40))
     .addOption(new Option("--json [file]", "write the JSON record to FILE (without FILE: print it instead of the tables)"))
     .addOption(new Option("--svg [file]", "on a GPU, write the roofline plot (default file under bench/results/)"))
     .addHelpText("after", EXAMPLES)
@@ -198,12 +199,4 @@ function cpuReferenceRun(): CpuReferenceRun {
   };
 }
 
-function atLeast20(value: string): number {
-  const n = /^\d+$/.test(value.trim()) ? Number(value) : NaN;
-  if (!Number.isSafeInteger(n) || n < 20) throw new InvalidArgumentError("expected an integer >= 20.");
-  return n;
-}
 
-function fmt(x: number, digits: number): string {
-  return x.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits, useGrouping: false });
-}
