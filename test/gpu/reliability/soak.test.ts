@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readdirSync } from "node:fs";
-import { DENSE_KERNELS, flashMlaWithKvcache, type DenseKernelName, type FlashMlaWithKvcacheArgs } from "../../../src/mla/flashMlaWithKvcache.js";
+import { DENSE_KERNELS, flashMlaWithKvcache, type FlashMlaWithKvcacheArgs } from "../../../src/mla/flashMlaWithKvcache.js";
 import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
 import { Rng } from "../../../src/numeric/random.js";
 import { Stream } from "../../../src/runtime/Stream.js";
@@ -90,49 +90,25 @@ interface StepMode {
 }
 
 /**
- * One decode step of `layers` calls on case `c`: new metadata, then the calls, then a sync and every
- * allocation of the step freed. Returns the number of calls made.
+ * One decode step of `layers` calls with `args` (dense or sparse): new metadata, then the calls, then
+ * a sync and every allocation of the step freed. Returns the number of calls made.
  */
-function step(c: GpuDenseCase, layers: number, kernel: DenseKernelName, mode: StepMode, stream: Stream): number {
-  const [b, s_q, h_q] = c.q.shape;
+function step(args: Omit<FlashMlaWithKvcacheArgs, "schedMeta">, layers: number, mode: StepMode, stream: Stream): number {
+  const [b, s_q, h_q] = args.q.shape;
   const meta = getMlaMetadata();
   const owned: Tensor[] = [];
   const s = mode.stream ? stream : undefined;
   try {
     const pre: { out?: Tensor; lse?: Tensor } = {};
     if (mode.preallocate) {
-      owned.push((pre.out = Tensor.emptyDevice([b, s_q, h_q, 512], c.q.dtype)));
+      owned.push((pre.out = Tensor.emptyDevice([b, s_q, h_q, 512], args.q.dtype)));
       owned.push((pre.lse = Tensor.emptyDevice([b, h_q, s_q], "f32")));
     }
     for (let l = 0; l < layers; l++) {
-      const r = flashMlaWithKvcache({ ...c, schedMeta: meta, kernel, stream: s, ...pre });
+      const r = flashMlaWithKvcache({ ...args, schedMeta: meta, stream: s, ...pre });
       if (!mode.preallocate) owned.push(r.out, r.lse);
     }
     meta.checkErrors(s);  // valid data: the device-side error record must stay empty
-  } finally {
-    if (s) s.synchronize();
-    for (const t of owned) t.dispose();
-    meta.dispose();
-  }
-  return layers;
-}
-
-/** One sparse decode step of `layers` calls on case `c`, like {@link step}. Returns the number of calls made. */
-function sparseStep(c: GpuSparseArgs, layers: number, mode: StepMode, stream: Stream): number {
-  const [b, s_q, h_q] = c.args.q.shape;
-  const meta = getMlaMetadata();
-  const owned: Tensor[] = [];
-  const s = mode.stream ? stream : undefined;
-  try {
-    const pre: { out?: Tensor; lse?: Tensor } = {};
-    if (mode.preallocate) {
-      owned.push((pre.out = Tensor.emptyDevice([b, s_q, h_q, 512], "bf16")));
-      owned.push((pre.lse = Tensor.emptyDevice([b, h_q, s_q], "f32")));
-    }
-    for (let l = 0; l < layers; l++) {
-      const r = flashMlaWithKvcache({ ...c.args, schedMeta: meta, stream: s, ...pre });
-      if (!mode.preallocate) owned.push(r.out, r.lse);
-    }
   } finally {
     if (s) s.synchronize();
     for (const t of owned) t.dispose();
@@ -182,10 +158,10 @@ describeGpu("soak: a long run of decode calls", (device) => {
       // Warm-up: every shape, kernel and mode once, so modules, the TMA descriptor path and the
       // driver's first-use pools are in place before the baseline is taken.
       for (const c of pool) for (const kernel of DENSE_KERNELS) for (const preallocate of [false, true]) for (const onStream of [false, true]) {
-        step(c, 2, kernel, { stream: onStream, preallocate }, stream);
+        step({ ...c, kernel }, 2, { stream: onStream, preallocate }, stream);
       }
       for (const c of sparsePool) for (const preallocate of [false, true]) for (const onStream of [false, true]) {
-        sparseStep(c, 2, { stream: onStream, preallocate }, stream);
+        step(c.args, 2, { stream: onStream, preallocate }, stream);
       }
       device.synchronize();
       const freeBefore = device.memInfo().free;
@@ -203,12 +179,12 @@ describeGpu("soak: a long run of decode calls", (device) => {
         if (rng.uniform() < 1 / 3) {
           const c = sparsePool[rng.int(0, sparsePool.length)];
           const mode = { stream: rng.uniform() < 0.5, preallocate: rng.uniform() < 0.5 };
-          sparseCalls += sparseStep(c, layers, mode, stream);
+          sparseCalls += step(c.args, layers, mode, stream);
         } else {
           const c = pool[rng.int(0, pool.length)];
           const kernel = rng.uniform() < 0.6 ? "seesaw" : DENSE_KERNELS[rng.int(0, DENSE_KERNELS.length)];
           const mode = { stream: rng.uniform() < 0.5, preallocate: rng.uniform() < 0.5 };
-          denseCalls += step(c, layers, kernel, mode, stream);
+          denseCalls += step({ ...c, kernel }, layers, mode, stream);
         }
         calls = denseCalls + sparseCalls;
         if (calls >= nextProbe || calls === CALLS) {
