@@ -5,53 +5,11 @@ import { mlaDecodeReference } from "../../../src/mla/mlaDecodeReference.js";
 import { sparseDecodeGpu } from "../../../src/mla/sparseDecodeGpu.js";
 import { mlaSparseReferenceGpu } from "../../../src/mla/mlaSparseReferenceGpu.js";
 import { bf16ArrayToF32 } from "../../../src/numeric/bf16.js";
-import { assertClose, SPARSE_LSE_TOL, SPARSE_OUT_TOL } from "../../../src/numeric/compare.js";
-import { Rng } from "../../../src/numeric/random.js";
+import { assertClose, SPARSE_OUT_TOL } from "../../../src/numeric/compare.js";
 import { Tensor } from "../../../src/runtime/Tensor.js";
 import { describeGpu } from "../../helpers/gpu.js";
 import { makeSparseCase, type SparseCaseOptions } from "../../helpers/makeDecodeCase.js";
-
-/**
- * Runs the sparse kernel on a host-made case and compares with the float64 CPU reference: every element
- * when the case is small, else `sampleRows` seeded rows (the reference costs O(rows · topk · 576)).
- */
-function check(opts: SparseCaseOptions, sampleRows = 0, crossover = false, producer: "v1" | "v2" = "v1"): void {
-  const c = makeSparseCase(opts);
-  const dev = {
-    q: Tensor.toDevice(c.q),
-    kCache: Tensor.toDevice(c.kCache),
-    indices: Tensor.toDevice(c.indices),
-    topkLength: c.topkLength && Tensor.toDevice(c.topkLength),
-    attnSink: c.attnSink && Tensor.toDevice(c.attnSink),
-  };
-  const meta = getMlaMetadata();
-  const label = JSON.stringify(opts);
-  try {
-    const { out, lse } = sparseDecodeGpu({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale, schedMeta: meta }, { crossover, producer });
-    const got = bf16ArrayToF32(out.toHost().host as Uint16Array);
-    const gotLse = lse.toHost().host as Float32Array;
-    out.dispose();
-    lse.dispose();
-    const { b, s_q, h_q } = opts;
-    const rng = new Rng(opts.seed + 1);
-    const rows = sampleRows > 0 ? Array.from({ length: sampleRows }, () => ({ batch: rng.int(0, b), token: rng.int(0, s_q), head: rng.int(0, h_q) })) : undefined;
-    const ref = mlaDecodeReference({ ...c }, { rows });
-    if (rows === undefined) {
-      assertClose(got, ref.outF32, SPARSE_OUT_TOL, { shape: [b, s_q, h_q, 512], name: `out (${label})`, roundReferenceTo: "bf16" });
-      assertClose(gotLse, ref.lse.host as Float32Array, SPARSE_LSE_TOL, { shape: [b, h_q, s_q], name: `lse (${label})` });
-    } else {
-      for (const r of rows) {
-        const base = ((r.batch * s_q + r.token) * h_q + r.head) * 512;
-        assertClose(got.subarray(base, base + 512), ref.outF32.subarray(base, base + 512), SPARSE_OUT_TOL, { name: `out row ${JSON.stringify(r)} (${label})`, roundReferenceTo: "bf16" });
-        const li = (r.batch * h_q + r.head) * s_q + r.token;
-        assertClose([gotLse[li]], [(ref.lse.host as Float32Array)[li]], SPARSE_LSE_TOL, { name: `lse row ${JSON.stringify(r)} (${label})` });
-      }
-    }
-  } finally {
-    meta.dispose();
-    for (const t of Object.values(dev)) t?.dispose();
-  }
-}
+import { checkSparseAgainstCpu as check } from "../../helpers/sparseCheck.js";
 
 describeGpu("sparseDecodeGpu() (sparse FP8 decode, first kernel) on the GPU", () => {
   test("matches the CPU reference on FlashMLA's sparse grid shapes (d_qk 576), small b", () => {

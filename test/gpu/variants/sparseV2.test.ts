@@ -1,35 +1,14 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
-import { mlaDecodeReference } from "../../../src/mla/mlaDecodeReference.js";
 import { sparseDecodeGpu } from "../../../src/mla/sparseDecodeGpu.js";
-import { bf16ArrayToF32 } from "../../../src/numeric/bf16.js";
-import { assertClose, SPARSE_LSE_TOL, SPARSE_OUT_TOL } from "../../../src/numeric/compare.js";
 import { Tensor } from "../../../src/runtime/Tensor.js";
 import { describeGpu } from "../../helpers/gpu.js";
 import { makeSparseCase, type SparseCaseOptions } from "../../helpers/makeDecodeCase.js";
+import { checkSparseAgainstCpu as check } from "../../helpers/sparseCheck.js";
 
 // The sparse producer not yet run on a GPU when it was written (producer "v2"): its own file, so a fault
 // in it cannot stop the suites of the verified kernels. Once it passes here it can become the default.
-
-/** Runs `producer` on a host-made case and compares every element with the float64 CPU reference. */
-function check(opts: SparseCaseOptions, _sampleRows: number, crossover: boolean, producer: "v1" | "v2"): void {
-  const c = makeSparseCase(opts);
-  const dev = { q: Tensor.toDevice(c.q), kCache: Tensor.toDevice(c.kCache), indices: Tensor.toDevice(c.indices), topkLength: c.topkLength && Tensor.toDevice(c.topkLength), attnSink: c.attnSink && Tensor.toDevice(c.attnSink) };
-  const meta = getMlaMetadata();
-  try {
-    const { out, lse } = sparseDecodeGpu({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale, schedMeta: meta }, { crossover, producer });
-    const ref = mlaDecodeReference({ ...c });
-    const label = `${JSON.stringify(opts)} producer ${producer} crossover ${crossover}`;
-    assertClose(bf16ArrayToF32(out.toHost().host as Uint16Array), ref.outF32, SPARSE_OUT_TOL, { shape: [opts.b, opts.s_q, opts.h_q, 512], name: `out (${label})`, roundReferenceTo: "bf16" });
-    assertClose(lse.toHost().host as Float32Array, ref.lse.host as Float32Array, SPARSE_LSE_TOL, { shape: [opts.b, opts.h_q, opts.s_q], name: `lse (${label})` });
-    out.dispose();
-    lse.dispose();
-  } finally {
-    meta.dispose();
-    for (const t of Object.values(dev)) t?.dispose();
-  }
-}
 
 describeGpu("sparse producer v2 (experimental)", () => {
   test("the second producer (v2) gives bit-identical outputs to the first, plain and crossover", () => {
