@@ -2,8 +2,9 @@ import { D_QK } from "../../src/numeric/kvCacheFp8.js";
 import { Rng, randomBf16, randomFp16 } from "../../src/numeric/random.js";
 import { Tensor } from "../../src/runtime/Tensor.js";
 
-/** Block id FlashMLA's tests write into block-table slots a request does not use. */
-export const UNUSED_BLOCK_ID = 2147480000;
+// Block id FlashMLA's tests write into block-table slots a request does not use (the benchmark's builder owns it).
+import { UNUSED_BLOCK_ID } from "../../src/bench/makeGpuDenseCase.js";
+export { UNUSED_BLOCK_ID };
 /** A quiet NaN in both bf16 and fp16: poison for KV slots no kernel may read. */
 export const NAN_HALF_BITS = 0x7fc0;
 /** Dense page size (FlashMLA's dense kernel only supports 64). */
