@@ -9,8 +9,10 @@
 #   bench-dense        the dense headline cases for seesaw, seesaw_fast and v1
 #   bench-sparse       the sparse cases for each of SPARSE_KERNELS (default: both producers, with and
 #                      without crossover)
-#   dequant(-int), sparse-int, bench-sparse-int   the same with the cubins of dist/kernels-int (built with
-#                      NVCC_EXTRA_FLAGS=-DMLA_DEQUANT_INT FLASHMLA_KERNEL_DIR=dist/kernels-int)
+#   dequant            the exhaustive FP8 dequantization test
+# To time a build variant, build it here into another folder under dist (NVCC_EXTRA_FLAGS=...
+# FLASHMLA_KERNEL_DIR=dist/kernels-x node scripts/buildKernels.mjs) and run any step with
+# FLASHMLA_KERNEL_DIR=dist/kernels-x set on the call.
 #   variants           test/gpu/variants: kernels written without a GPU (seesaw_mc, sparse producer v2)
 #   sanitize-variants  compute-sanitizer over each of those files
 #   sanitize           compute-sanitizer (SANITIZE_TOOLS, default all four) over test/gpu/sanitize; API errors
@@ -52,10 +54,6 @@ for step in $steps; do
         for f in dist/test/gpu/variants/*.test.js; do
           run "compute-sanitizer $tool $(basename "$f")" ${SANITIZE_LIMIT:-120} compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 99 node "$f"; done; done ;;
     dequant) gpu_test dequant 60 dist/test/gpu/mla/sparseDequant.test.js ;;
-    dequant-int) FLASHMLA_KERNEL_DIR=dist/kernels-int gpu_test dequant-int 60 dist/test/gpu/mla/sparseDequant.test.js ;;
-    sparse-int) FLASHMLA_KERNEL_DIR=dist/kernels-int gpu_test sparse-int 150 dist/test/gpu/mla/sparseDecode.test.js ;;
-    bench-sparse-int) for k in sparse_v1 sparse_crossover; do
-        FLASHMLA_KERNEL_DIR=dist/kernels-int run "bench $k (MLA_DEQUANT_INT)" 150 node dist/src/cli/cli.js bench --case sparse-v32 sparse-v32-h64 sparse-long-topk sparse-h16 --kernel $k --json "$out/bench-int-$k.json"; done ;;
     sparse) gpu_test sparse 150 dist/test/gpu/mla/sparseDecode.test.js
       [ "$last_rc" = 124 ] && sparse_hung=1 ;;
     fp8) gpu_test fp8 60 dist/test/gpu/mla/fp8KvWriter.test.js ;;
