@@ -11,7 +11,7 @@ import { launchCombine } from "./launchCombine.js";
 import { numSmPartsDense, numSplitSlots } from "./schedule.js";
 import { decodeOutputs, deviceOrdinalOf } from "./decodeOutputs.js";
 import { isSparseCall } from "./sparseArgs.js";
-import { sparseDecodeGpu } from "./sparseDecodeGpu.js";
+import { sparseDecodeGpu, type SparseDecodeOptions } from "./sparseDecodeGpu.js";
 
 const FN = "flashMlaWithKvcache";
 export const D_QK = 576;
@@ -183,9 +183,14 @@ function initSchedMeta(meta: MlaSchedMeta, config: MlaSchedConfig, shape: DenseS
  *   const { out, lse } = flashMlaWithKvcache({ q, kCache: layer.kCache, blockTable, cacheSeqlens, headDimV: 512, schedMeta: meta, causal: true });
  * }
  */
+/** What flashMlaWithKvcache runs for a sparse call (see the comment there). */
+export const SPARSE_DEFAULT: Readonly<SparseDecodeOptions> = Object.freeze({ crossover: false, producer: "v2" });
+
 export function flashMlaWithKvcache(args: FlashMlaWithKvcacheArgs): FlashMlaResult {
-  // Sparse FP8 decode (indices given): crossover clusters where they apply (h_q = 128), the plain kernel otherwise.
-  if (isSparseCall(args)) return sparseDecodeGpu(args, { crossover: args.q?.shape?.[2] === 128 });
+  // Sparse FP8 decode (indices given): the plain kernel with the v2 producer at every head count. Crossover
+  // (sparseDecodeGpu's option, h_q = 128) measured slower with that producer on the H200: 567.6 vs 543.4 µs
+  // at sparse-v32 (bench/results/*-9521499.json); the gathers, not the dequantization, bound it.
+  if (isSparseCall(args)) return sparseDecodeGpu(args, SPARSE_DEFAULT);
   const shape = validateDenseArgs(args);
   const { q, kCache, stream } = args;
   const blockTable = args.blockTable!;

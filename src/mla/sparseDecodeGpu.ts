@@ -21,9 +21,9 @@ export interface SparseDecodeOptions {
   /**
    * Which producer gathers and dequantizes the tokens: "v1" (two threads per token, 16-byte pieces) or
    * "v2" (a warp takes 8 tokens, 64 contiguous bytes of each per load, L2 256-byte fetches, every load
-   * of a block in flight at once). Outputs are bit-identical; v2 is measured against v1 before it
-   * becomes the default.
-   * @default "v1"
+   * of a block in flight at once). Outputs are bit-identical. v2 is the default: on the H200 it took
+   * sparse-v32 from 778 to 543 µs (bench/results/2026-11-30-h200-sparse_v2-9521499.json).
+   * @default "v2"
    */
   producer?: "v1" | "v2";
 }
@@ -32,7 +32,7 @@ export interface SparseDecodeOptions {
  * Sparse FP8 decode on the GPU (kernels/mla_decode/sparse_decode_sm90.cu): validation, the scheduler over
  * each request's valid top-k entries, the main kernel (plain, or at h_q = 128 with `crossover` a 2-CTA
  * cluster sharing the dequantization), then the dense combine (which applies the attention sink to split
- * rows). flashMlaWithKvcache calls it for `indices` (crossover at h_q = 128); test/gpu/mla/sparseDecode.test.ts
+ * rows). flashMlaWithKvcache calls it for `indices` (plain kernel, v2 producer); test/gpu/mla/sparseDecode.test.ts
  * checks both kernels against mlaDecodeReference on the H200.
  */
 export function sparseDecodeGpu(args: FlashMlaWithKvcacheArgs, opts: SparseDecodeOptions = {}): FlashMlaResult {
@@ -97,7 +97,7 @@ export function sparseDecodeGpu(args: FlashMlaWithKvcacheArgs, opts: SparseDecod
     scale_log2: shape.softmax_scale * Math.LOG2E,
     pad0: 0,
   });
-  const producer = opts.producer ?? "v1";
+  const producer = opts.producer ?? "v2";
   if (producer !== "v1" && producer !== "v2") throw new ArgumentError(FN, "producer", '"v1" or "v2"', String(producer));
   const main = producer === "v2" ? (opts.crossover ? k.sparseCrossoverV2Bf16 : k.sparseV2Bf16) : opts.crossover ? k.sparseCrossoverBf16 : k.sparseBf16;
   main.launch(

@@ -11,8 +11,8 @@ import { makeDenseCaseGpu, type GpuDenseCase } from "../../helpers/gpuDecodeCase
 import { makeSparseCase, type DenseCaseOptions, type SparseCaseOptions } from "../../helpers/makeDecodeCase.js";
 
 // A long run as a server would make it: decode steps of 1-60 layers over randomly chosen batch shapes,
-// dense (about two steps in three) or sparse FP8 (indices given: crossover clusters at h_q = 128, the
-// plain sparse kernel otherwise), new metadata per step, outputs allocated by the call or
+// dense (about two steps in three) or sparse FP8 (indices given: flashMlaWithKvcache's SPARSE_DEFAULT
+// kernel), new metadata per step, outputs allocated by the call or
 // preallocated, on the default stream or a stream. Every 500 calls a fixed dense probe case and fixed
 // sparse probe cases must give bit-identical out and lse; at the end device free memory and the
 // process's open file descriptors must be where they started.
@@ -42,7 +42,7 @@ const SPARSE_SHAPES: Array<Omit<SparseCaseOptions, "seed">> = [
   { b: 4, s_q: 3, h_q: 16, s_k: 300, topk: 100, pageBlockSize: 2, topkLength: true, sink: true },
   { b: 4, s_q: 1, h_q: 128, s_k: 1500, topk: 640, pageBlockSize: 61, invalidFraction: 0.2, repeat: 0.1, blockPadTokens: 1 },
 ];
-/** Sparse probes: one through the crossover clusters (h_q = 128), one through the plain kernel. */
+/** Sparse probes: two 64-head CTAs per query token (h_q = 128), and a partial head tile (h_q = 32). */
 const SPARSE_PROBES: SparseCaseOptions[] = [
   { seed: 4343, b: 3, s_q: 2, h_q: 128, s_k: 2000, topk: 1024, pageBlockSize: 64, sink: true, topkLength: true, invalidFraction: 0.05 },
   { seed: 4344, b: 5, s_q: 1, h_q: 32, s_k: 700, topk: 333, pageBlockSize: 61, sink: true, repeat: 0.2 },

@@ -2,6 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { drawSparseLayout } from "../../../src/bench/sparseCaseLayout.js";
 import { flashMlaWithKvcache } from "../../../src/mla/flashMlaWithKvcache.js";
+import { sparseDecodeGpu } from "../../../src/mla/sparseDecodeGpu.js";
 import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
 import { mlaDecodeReference, type MlaDecodeReferenceArgs, type ReferenceRow } from "../../../src/mla/mlaDecodeReference.js";
 import { bf16ArrayToF32 } from "../../../src/numeric/bf16.js";
@@ -14,8 +15,8 @@ import { describeGpu } from "../../helpers/gpu.js";
 import { padded, uploadStorage } from "../../helpers/strided.js";
 import { makeSparseCase, NAN_HALF_BITS, type SparseCase } from "../../helpers/makeDecodeCase.js";
 
-// Seeded random sparse FP8 decode configurations, through flashMlaWithKvcache (so the routing is
-// tested: h_q = 128 runs the 2-CTA crossover clusters, other head counts the plain kernel), against
+// Seeded random sparse FP8 decode configurations, each through one of the kernels (flashMlaWithKvcache's
+// routing, or sparseDecodeGpu with either producer, with and, at h_q = 128, without crossover), against
 // the float64 CPU reference: every native head count, topk from 1 to 2500 (tiny, around multiples of
 // 64, not multiples of 64), page blocks of 1, 2, 61, 64 and 69 tokens with padded block strides,
 // requests shorter than topk (rows padded with -1), invalid (-1), repeated and out-of-range ids
@@ -74,7 +75,11 @@ interface SparseFuzzCase {
   indicesPad: number;
   useStream: boolean;
   preallocate: boolean;
+  /** "default": flashMlaWithKvcache's routing; otherwise sparseDecodeGpu with that producer (and crossover). */
+  kernel: SparseFuzzKernel;
 }
+
+type SparseFuzzKernel = "default" | "v1" | "v2" | "crossover_v1" | "crossover_v2";
 
 
 function drawTopk(rng: Rng): number {
@@ -123,11 +128,13 @@ function drawCase(seed: number): SparseFuzzCase {
     indicesPad: rng.uniform() < 0.2 ? rng.pick([1, 5, 64]) : 0,
     useStream: rng.uniform() < 0.3,
     preallocate: rng.uniform() < 0.3,
+    // Drawn last, so the other fields of a seed stay what they were before kernels were drawn.
+    kernel: rng.pick<SparseFuzzKernel>(h_q === 128 ? ["default", "v1", "v2", "crossover_v1", "crossover_v2"] : ["default", "v1", "v2"]),
   };
 }
 
 function describeCase(f: SparseFuzzCase): string {
-  return `b=${f.b} s_q=${f.s_q} h_q=${f.h_q}${f.h_q === 128 ? " (crossover)" : ""} topk=${f.topk} s_k=${f.s_k}${f.varlen ? " varlen" : ""} ` +
+  return `kernel=${f.kernel} b=${f.b} s_q=${f.s_q} h_q=${f.h_q} topk=${f.topk} s_k=${f.s_k}${f.varlen ? " varlen" : ""} ` +
     `pageBlockSize=${f.pageBlockSize} blockPad=${f.blockPadTokens} topkLength=${f.topkLength} sink=${f.sink} invalid=${f.invalidFraction} ` +
     `repeat=${f.repeat} outOfRange=${f.outOfRange} scale=${f.softmaxScale ?? "default"} qPad=${f.qPad} indicesPad=${f.indicesPad}` +
     `${f.useStream ? " stream" : ""}${f.preallocate ? " preallocated" : ""}`;
@@ -275,9 +282,10 @@ function runCase(f: SparseFuzzCase, stream: Stream): { sampled: boolean; attende
       pre.out.buffer!.memset32(((NAN_HALF_BITS << 16) | NAN_HALF_BITS) >>> 0, 0, (f.b * f.s_q * f.h_q * D_V) / 2, s);
       pre.lse.buffer!.memset32(0x7fc00000, 0, f.b * f.h_q * f.s_q, s);
     }
-    const { out, lse } = flashMlaWithKvcache({
-      ...built.gpu, isFp8Kvcache: true, headDimV: 512, softmaxScale: built.host.softmaxScale, schedMeta: meta, stream: s, ...pre,
-    });
+    const args = { ...built.gpu, isFp8Kvcache: true, headDimV: 512, softmaxScale: built.host.softmaxScale, schedMeta: meta, stream: s, ...pre };
+    const { out, lse } = f.kernel === "default"
+      ? flashMlaWithKvcache(args)
+      : sparseDecodeGpu(args, { crossover: f.kernel.startsWith("crossover"), producer: f.kernel.endsWith("v1") ? "v1" : "v2" });
     if (!pre.out) outs.push(out, lse);
     assert.equal(out.shape.join(","), [f.b, f.s_q, f.h_q, D_V].join(","), "out shape");
     const gotOut = bf16ArrayToF32(out.toHost(s).host as Uint16Array);
@@ -322,6 +330,7 @@ describeGpu("sparse fuzz: seeded random sparse FP8 decode configurations against
     const stream = Stream.create();
     const failures: string[] = [];
     const heads = new Map<number, number>();
+    const kernels = new Map<string, number>();
     let sampled = 0;
     let attended = 0;
     let empty = 0;
@@ -330,6 +339,7 @@ describeGpu("sparse fuzz: seeded random sparse FP8 decode configurations against
       for (const seed of seeds) {
         const f = drawCase(seed);
         heads.set(f.h_q, (heads.get(f.h_q) ?? 0) + 1);
+        kernels.set(f.kernel, (kernels.get(f.kernel) ?? 0) + 1);
         try {
           const r = runCase(f, stream);
           if (r.sampled) sampled++;
@@ -342,8 +352,9 @@ describeGpu("sparse fuzz: seeded random sparse FP8 decode configurations against
     } finally {
       stream.dispose();
     }
-    const byHeads = [...heads].sort((x, y) => x[0] - y[0]).map(([h, n]) => `h_q ${h}${h === 128 ? " (crossover)" : ""} ${n}`).join(", ");
-    t.diagnostic(`${seeds.length} sparse cases (${sampled} on sampled rows, ${empty} with no valid entry), ${byHeads}, ${attended} valid entries attended, ${((Date.now() - t0) / 1000).toFixed(1)} s, ${failures.length} failed`);
+    const byHeads = [...heads].sort((x, y) => x[0] - y[0]).map(([h, n]) => `h_q ${h} ${n}`).join(", ");
+    const byKernel = [...kernels].sort().map(([k, n]) => `${k} ${n}`).join(", ");
+    t.diagnostic(`${seeds.length} sparse cases (${sampled} on sampled rows, ${empty} with no valid entry), ${byHeads}, kernels ${byKernel}, ${attended} valid entries attended, ${((Date.now() - t0) / 1000).toFixed(1)} s, ${failures.length} failed`);
     assert.equal(failures.length, 0, `${failures.length} of ${seeds.length} sparse fuzz cases failed:\n${failures.slice(0, 10).join("\n")}`);
   });
 });
