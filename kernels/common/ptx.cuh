@@ -371,6 +371,12 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void* p, uint32_t bytes) 
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
 }
 
+// prefetch.global.L2: pull the line holding `p` into L2. Per-thread addresses (the bulk form above takes
+// uniform operands, so a warp prefetching eight tokens runs it in an eight-trip loop).
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
 // ld.global.nc.L1::no_allocate.v4: a 16-byte read-only load that does not pollute L1 (gathered KV tokens
 // are read once per CTA).
 __device__ __forceinline__ uint4 ld_nc_v4(const void* p) {
