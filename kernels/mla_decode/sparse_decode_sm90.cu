@@ -27,9 +27,7 @@ constexpr int TOKEN_BYTES = 656;
 // for registers the CTA was never given (the first GPU run hung here with 224 + 168 + 120). WG0 holds
 // O_L, S and P; WG1 holds O_R; the producer holds its in-flight 16-byte loads.
 constexpr int LAUNCH_REGS = (65536 / THREADS) / 8 * 8;
-// The v2 producer keeps one round of the next block's loads in flight beside the round it converts
-// (128 registers; 120 spilled), so WG1 (O_R and addresses) gives up 8.
-constexpr int WG0_REGS = 216, WG1_REGS = 160, PRODUCER_REGS = 128;
+constexpr int WG0_REGS = 216, WG1_REGS = LAUNCH_REGS, PRODUCER_REGS = 120;
 static_assert(WG0_REGS + WG1_REGS + PRODUCER_REGS <= 3 * LAUNCH_REGS, "setmaxnreg within the CTA's registers");
 
 enum : uint32_t { BAR_CONSUMERS = 1, BAR_P_READY = 2, BAR_P_FREE = 3, BAR_L_READY = 4, BAR_WG0 = 5 };
@@ -267,15 +265,14 @@ __device__ __forceinline__ void producer_crossover(const SparseParams& p, Smem& 
   }
 }
 
-// The second producer (`v2` kernels): each warp takes 8 tokens and its lanes q = lane / 8 take 16-byte
-// chunks q, q + 4, q + 8, ... of each token, so one load instruction reads 64 contiguous bytes of each of
-// 8 tokens (8-16 lines) instead of 16 bytes of each of 32 places (32 lines), and asks L2 for 256-byte
-// fetches. A round is 32 tokens (4 warps x 8): two rounds per block for the plain kernel, one (this CTA's
-// half) with crossover. A round's eleven loads (eight FP8 chunks, the four scales, two RoPE chunks) are
-// issued for the next block as soon as this block's round is converted, so they fly while the rest of
-// the block converts and while the producer waits for a free buffer (ncu on the H200, sparse-v32: with
-// the loads issued only at the top of each block, the producer waited on them 37 % of its time and the
-// consumers waited on the producer).
+// The second producer (`v2` kernels, selectable while it is measured against the first): each warp
+// takes 8 tokens and its lanes q = lane / 8 take 16-byte chunks q, q + 4, q + 8, ... of each token, so
+// one load instruction reads 64 contiguous bytes of each of 8 tokens (8-16 lines) instead of 16 bytes of
+// each of 32 places (32 lines), and asks L2 for 256-byte fetches. A round is 32 tokens (4 warps x 8):
+// two rounds per block for the plain kernel, one (this CTA's half) with crossover. All eleven loads of a
+// round (eight FP8 chunks, the four scales, two RoPE chunks), of both rounds, are in flight before the
+// thread waits for the buffer and converts. (Issuing the next block's loads as soon as each piece was
+// converted, to keep them in flight longer, measured slower on the H200: 617 vs 489 µs at sparse-v32.)
 // The 16 values of chunk c of 64-dim group k are dims 64k + 16q .. +15: chunks 2q and 2q + 1 of SW128
 // tile k, so the 8 lanes of a chunk write 8 different rows (conflict-free after the swizzle).
 template <bool XO>
@@ -284,8 +281,10 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
   const int t = threadIdx.x - CONSUMER_THREADS, warp = t / 32, lane = t % 32, q = lane / 8;
   const uint32_t rank = XO ? ptx::cluster_ctarank() : 0u, peer = rank ^ 1u;
   auto token_of = [&](int r) { return (XO ? 32 * static_cast<int>(rank) : 32 * r) + 8 * warp + lane % 8; };
-  // Lines q and q + 4 of a token (its 656 bytes span at most 7 lines; the last offset is clamped onto
-  // its last byte): each lane one or two, with per-thread addresses.
+  // Lines q and q + 4 of a token (its 656 bytes span at most 7 lines; the last offset is clamped onto its
+  // last byte), per-thread addresses. The bulk prefetch (prefetch_token) takes uniform operands, so for
+  // eight tokens per warp it ran as an eight-trip loop: 13 % of the producer's samples in ncu; this form
+  // took sparse-v32 from 540.5 to 488.8 µs on the H200.
   auto prefetch_lines = [&](int s) {
     if (s < 0) return;
     const uint8_t* tok = token_ptr(p, s);
@@ -302,21 +301,7 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
   for (int r = 0; r < ROUNDS; ++r) slot1[r] = cursor_slot(p, meta, ahead, s_idx, token_of(r));
   cursor_next(p, meta, ahead);
 #pragma unroll
-  for (int r = 0; r < ROUNDS; ++r) prefetch_lines(slot1[r]);
-  // A round's loads of slot s (none: slot 0, converted to zeros), one piece at a time.
-  auto src = [&](int s) { return token_ptr(p, s >= 0 ? s : 0); };
-  auto load_chunk = [&](const uint8_t* tok, int k) { return ptx::ld_nc_v4_l2_256(tok + 64 * k + 16 * q); };
-  auto load_rope = [&](const uint8_t* tok, int k) { return ptx::ld_nc_v4(tok + 528 + 64 * k + 16 * q); };
-  uint4 raw[ROUNDS][8], rope[ROUNDS][2], sc4[ROUNDS];
-#pragma unroll
-  for (int r = 0; r < ROUNDS; ++r) {
-    const uint8_t* tok = src(slot[r]);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) raw[r][k] = load_chunk(tok, k);
-    sc4[r] = ptx::ld_nc_v4(tok + 512);
-#pragma unroll
-    for (int k = 0; k < 2; ++k) rope[r][k] = load_rope(tok, k);
-  }
+  for (int r = 0; r < ROUNDS; ++r) prefetch_lines(slot[r]), prefetch_lines(slot1[r]);
   for (int it = 0; it < n_blocks; ++it) {
     const int stage = it % 2;
     uint8_t* kb = sm.k[stage];
@@ -326,6 +311,20 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
       *reinterpret_cast<uint4*>(kb + offset) = v;
       if constexpr (XO) ptx::st_async_v4(remote_kb + offset, v, remote_bar);
     };
+    // Every load of the block (both rounds) is issued before the buffer wait and the conversions.
+    uint4 raw[ROUNDS][8], rope[ROUNDS][2], sc4[ROUNDS];
+    int slot2[ROUNDS];
+#pragma unroll
+    for (int r = 0; r < ROUNDS; ++r) {
+      const uint8_t* tok = token_ptr(p, slot[r] >= 0 ? slot[r] : 0);  // no slot: read slot 0, write zeros
+#pragma unroll
+      for (int k = 0; k < 8; ++k) raw[r][k] = ptx::ld_nc_v4_l2_256(tok + 64 * k + 16 * q);
+      sc4[r] = ptx::ld_nc_v4(tok + 512);
+#pragma unroll
+      for (int k = 0; k < 2; ++k) rope[r][k] = ptx::ld_nc_v4(tok + 528 + 64 * k + 16 * q);
+    }
+#pragma unroll
+    for (int r = 0; r < ROUNDS; ++r) slot2[r] = cursor_slot(p, meta, ahead, s_idx, token_of(r));
     // The buffer is free once the consumers (of both CTAs, with crossover) released it.
     if constexpr (XO) ptx::mbarrier_wait_cluster(&sm.kempty[stage], ((it / 2) & 1) ^ 1);
     else ptx::mbarrier_wait(&sm.kempty[stage], ((it / 2) & 1) ^ 1);
@@ -334,24 +333,16 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
       const int token = token_of(r);
       const bool valid = slot[r] >= 0;
       const float scales[4] = {__uint_as_float(sc4[r].x), __uint_as_float(sc4[r].y), __uint_as_float(sc4[r].z), __uint_as_float(sc4[r].w)};
-      // Each piece's registers take the next block's piece (past the walk: slot 0, never converted)
-      // as soon as they are converted, so the live set stays one round per round.
-      const uint8_t* next = src(slot1[r]);
-      sc4[r] = ptx::ld_nc_v4(next + 512);
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
         uint4 a, b;
         dequant16(raw[r][k], __float2bfloat162_rn(scales[k / 2]), a, b);
-        raw[r][k] = load_chunk(next, k);
         if (!valid) a = b = make_uint4(0, 0, 0, 0);
         put(k * TILE_BYTES + sw128(token, 2 * q), a);
         put(k * TILE_BYTES + sw128(token, 2 * q + 1), b);
       }
 #pragma unroll
-      for (int k = 0; k < 2; ++k) {
-        put(8 * TILE_BYTES + sw128(token, q + 4 * k), valid ? rope[r][k] : make_uint4(0, 0, 0, 0));
-        rope[r][k] = load_rope(next, k);
-      }
+      for (int k = 0; k < 2; ++k) put(8 * TILE_BYTES + sw128(token, q + 4 * k), valid ? rope[r][k] : make_uint4(0, 0, 0, 0));
       if constexpr (!XO) {
         if (q == 0) sm.valid[stage][token] = valid ? 1 : 0;
       }
@@ -363,11 +354,9 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
     if (XO && t == 0) ptx::mbarrier_arrive_expect_tx(&sm.kfull[stage], 32 * D_QK * 2);  // + the peer's half
     else ptx::mbarrier_arrive(&sm.kfull[stage]);
 #pragma unroll
-    for (int r = 0; r < ROUNDS; ++r) {
-      const int slot2 = cursor_slot(p, meta, ahead, s_idx, token_of(r));
-      prefetch_lines(slot2);
-      slot[r] = slot1[r], slot1[r] = slot2;
-    }
+    for (int r = 0; r < ROUNDS; ++r) prefetch_lines(slot2[r]);
+#pragma unroll
+    for (int r = 0; r < ROUNDS; ++r) slot[r] = slot1[r], slot1[r] = slot2[r];
     cursor_next(p, meta, cur);
     cursor_next(p, meta, ahead);
   }
@@ -596,8 +585,7 @@ __device__ __forceinline__ void sparse_decode(const SparseParams& p) {
   } else if (wg == 0) {
     ptx::setmaxnreg_inc<WG0_REGS>();
     consumer<ptx::bf16_t, 0, XO>(p, sm, *meta, blockIdx.x * 64, blockIdx.y);
-  } else {
-    ptx::setmaxnreg_dec<WG1_REGS>();
+  } else {  // WG1 keeps the 168 registers it starts with
     consumer<ptx::bf16_t, 1, XO>(p, sm, *meta, blockIdx.x * 64, blockIdx.y);
   }
   ptx::pdl_launch_dependents();
