@@ -72,6 +72,13 @@ __device__ __forceinline__ void mbarrier_arrive_remote(uint32_t cluster_addr) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(cluster_addr) : "memory");
 }
 
+// mbarrier.arrive.relaxed.cluster on a peer's barrier: the arrival orders nothing. For "this thread no
+// longer reads that buffer" once its reads have completed (wgmma_wait), it needs no fence; the release
+// form above waits for every outstanding memory operation of the thread (ERRBAR in SASS).
+__device__ __forceinline__ void mbarrier_arrive_remote_relaxed(uint32_t cluster_addr) {
+  asm volatile("mbarrier.arrive.relaxed.cluster.shared::cluster.b64 _, [%0];" ::"r"(cluster_addr) : "memory");
+}
+
 // ---- clusters and distributed shared memory (PTX ISA §9.7.x mapa, st.async, barrier.cluster) --------
 
 // %cluster_ctarank: this CTA's rank in its cluster.

@@ -235,7 +235,7 @@ __device__ __forceinline__ void producer_crossover(const SparseParams& p, Smem& 
     // Both CTAs read the same index row, so each sets all 64 valid flags itself.
     const int flag_slot = t < 64 ? cursor_slot(p, meta, cur, s_idx, t) : -1;
     const int slot2 = cursor_slot(p, meta, ahead, s_idx, token);
-    ptx::mbarrier_wait_cluster(&sm.kempty[stage], ((it / 2) & 1) ^ 1);
+    ptx::mbarrier_wait(&sm.kempty[stage], ((it / 2) & 1) ^ 1);  // CTA scope: see producer_v2
     uint8_t* kb = sm.k[stage];
     const uint32_t remote_kb = ptx::mapa_shared(ptx::smem_addr(kb), peer);
     const uint32_t remote_bar = ptx::mapa_shared(ptx::smem_addr(&sm.kfull[stage]), peer);
@@ -325,9 +325,13 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
     }
 #pragma unroll
     for (int r = 0; r < ROUNDS; ++r) slot2[r] = cursor_slot(p, meta, ahead, s_idx, token_of(r));
-    // The buffer is free once the consumers (of both CTAs, with crossover) released it.
-    if constexpr (XO) ptx::mbarrier_wait_cluster(&sm.kempty[stage], ((it / 2) & 1) ^ 1);
-    else ptx::mbarrier_wait(&sm.kempty[stage], ((it / 2) & 1) ^ 1);
+    // With crossover every CTA writes all 64 valid flags: their index loads go out with the gathers (read
+    // at the end of the block they stalled the producer: 7 % of its samples in ncu).
+    const int flag_slot = XO && t < 64 ? cursor_slot(p, meta, cur, s_idx, t) : -1;
+    // The buffer is free once the consumers (of both CTAs, with crossover) released it. The peer's
+    // consumers arrive here (relaxed) after their reads completed; this wait only has to order this
+    // thread's later writes after that, which a CTA-scope wait does without invalidating L1.
+    ptx::mbarrier_wait(&sm.kempty[stage], ((it / 2) & 1) ^ 1);
 #pragma unroll
     for (int r = 0; r < ROUNDS; ++r) {
       const int token = token_of(r);
@@ -348,7 +352,7 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
       }
     }
     if constexpr (XO) {  // both CTAs read the same index row: each sets all 64 flags itself
-      if (t < 64) sm.valid[stage][t] = cursor_slot(p, meta, cur, s_idx, t) >= 0 ? 1 : 0;
+      if (t < 64) sm.valid[stage][t] = flag_slot >= 0 ? 1 : 0;
     }
     ptx::fence_proxy_async_smem();  // the consumers' wgmma reads these generic writes
     if (XO && t == 0) ptx::mbarrier_arrive_expect_tx(&sm.kfull[stage], 32 * D_QK * 2);  // + the peer's half
@@ -444,14 +448,12 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
     for (int blk = start_blk; blk < end_blk; ++blk, ++it) {
       const int stage = it % 2;
       const uint32_t k_base = ptx::smem_addr(sm.k[stage]);
-      if constexpr (XO) {
-        // Half the block was written by the peer (st.async): acquire at cluster scope, then order those
-        // writes before this thread's wgmma reads (async proxy).
-        ptx::mbarrier_wait_cluster(&sm.kfull[stage], (it / 2) & 1);
-        ptx::fence_proxy_async_smem();
-      } else {
-        ptx::mbarrier_wait(&sm.kfull[stage], (it / 2) & 1);
-      }
+      ptx::mbarrier_wait(&sm.kfull[stage], (it / 2) & 1);
+      // With crossover half the block was written by the peer (st.async, counted by complete_tx into this
+      // CTA's own shared memory, as a TMA load would be): a CTA-scope wait sees it as it sees a TMA load.
+      // The cluster-scope acquire used before invalidated L1 on every wait (CCTL.IVALL: 9 % of the warp
+      // samples in ncu on the H200), for nothing this kernel reads through L1.
+      if constexpr (XO) ptx::fence_proxy_async_smem();
       if constexpr (WG == 0) {
         float s[32];
         qk_block<T>(s, q_base, k_base, [](int) {});
@@ -526,7 +528,9 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
       if (lane == 0) {
         ptx::mbarrier_arrive(&sm.kempty[stage]);
         // The peer's producer also writes into this buffer: release it there too.
-        if constexpr (XO) ptx::mbarrier_arrive_remote(ptx::mapa_shared(ptx::smem_addr(&sm.kempty[stage]), ptx::cluster_ctarank() ^ 1u));
+        // Relaxed: this warp's reads of the buffer are complete (wgmma_wait), and the release form's
+        // fence (ERRBAR) held each consumer warp 8 % of its samples in ncu.
+        if constexpr (XO) ptx::mbarrier_arrive_remote_relaxed(ptx::mapa_shared(ptx::smem_addr(&sm.kempty[stage]), ptx::cluster_ctarank() ^ 1u));
       }
     }
 

@@ -17,15 +17,30 @@ __device__ __forceinline__ void bar_arrive(unsigned id, unsigned n) { asm volati
 // MODE 2: as 1, unaligned barrier.sync, reader and writer in different code (as the sparse consumers).
 // MODE 3: as 1, four rounds, a second barrier (2, 256) before each rewrite (the persistent request loop).
 // MODE 4: as 3, writer releases with bar.arrive, reader waits with bar.sync (the P_FREE pattern).
+// MODE 5: as 3 (y exchanged under full barriers 3 and 4 only), plus an unrelated arrive/sync pair on
+//         barrier 2 in each round (does an arrive elsewhere make racecheck flag y?).
 template <int MODE>
 __global__ void probe(float* out) {
   __shared__ float x[128];
+  __shared__ float y[128];
   const int t = threadIdx.x, wg = t / 128, lane = t % 128;
   const int writer = MODE == 0 ? 0 : 1;
   if (MODE != 0 && wg == 0) return;
   float acc = 0.0f;
   const int rounds = MODE >= 3 ? 4 : 1;
   for (int r = 0; r < rounds; ++r) {
+    if (MODE == 5) {
+      bar_sync(4, 256);  // the previous round's reads of y are done
+      if (wg == writer) {
+        y[lane] = float(r * 1000 + lane);
+        bar_arrive(2, 256);
+      } else {
+        bar_sync(2, 256);
+      }
+      bar_sync(3, 256);
+      if (wg != writer) acc += y[(lane + 1) % 128];
+      continue;
+    }
     if (MODE == 4) {
       // Round r: writer waits until the reader released x (arrive), writes, arrives on "full".
       if (wg == writer) {
@@ -64,7 +79,7 @@ static int run(const char* what, int threads) {
   float h[128];
   cudaMemcpy(h, out, sizeof h, cudaMemcpyDeviceToHost);
   cudaFree(out);
-  const float want = MODE == 4 ? 6000.0f + 4 * 1.0f : MODE == 3 ? 6000.0f + 4 * 1.0f : 1.0f;  // lane 0 reads x[1]
+  const float want = MODE >= 3 ? 6000.0f + 4 * 1.0f : 1.0f;  // lane 0 reads element 1 in each round
   std::printf("mode %d (%s): %s, lane 0 read %.0f (want %.0f)\n", MODE, what, cudaGetErrorString(e), h[0], want);
   return e == cudaSuccess && h[0] == want ? 0 : 1;
 }
@@ -76,6 +91,7 @@ int main() {
   bad += run<2>("384 threads, unaligned barrier.sync from different code", 384);
   bad += run<3>("384 threads, 4 rounds, second barrier before each rewrite", 384);
   bad += run<4>("384 threads, 4 rounds, arrive/sync pairs both ways", 384);
+  bad += run<5>("384 threads, 4 rounds, full barriers for y, an arrive/sync pair beside", 384);
   std::printf("%s\n", bad ? "probe: WRONG RESULT" : "probe: all results right");
   return bad;
 }
