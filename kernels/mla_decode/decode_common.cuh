@@ -18,6 +18,15 @@ constexpr float LN2 = 0.69314718055994530942f;
 // Byte offset of 16-byte chunk `chunk` of row `row` in a 1024-B aligned SW128 tile (HOPPER-NOTES §1.6).
 __device__ __forceinline__ int sw128(int row, int chunk) { return row * 128 + ((chunk ^ (row & 7)) << 4); }
 
+// The kernel's shared-memory struct at the first 1024-B boundary of the dynamic shared memory (SW128
+// tiles need it), reached by pointer arithmetic on the __shared__ array so the compiler still knows every
+// access through it is a shared one (st.shared / ld.shared). Rounding through uintptr_t, as the kernels
+// did before, lost that: every such access compiled to a generic ld/st.
+template <typename S>
+__device__ __forceinline__ S& smem_struct_1024(uint8_t* raw) {
+  return *reinterpret_cast<S*>(raw + ((1024u - (ptx::smem_addr(raw) & 1023u)) & 1023u));
+}
+
 // Blocks the scheduler gives a request: an empty request still gets one (its CTA writes out 0, lse +inf).
 // No `seqlen + 63`: it overflows int for lengths near 2^31.
 __device__ __forceinline__ int num_kv_blocks(int seqlen) { return seqlen <= 0 ? 1 : seqlen / BLOCK_N + (seqlen % BLOCK_N != 0); }

@@ -198,7 +198,7 @@ __device__ __forceinline__ void producer(const DenseParams& p, Smem& sm, const S
 template <typename T>
 __device__ __forceinline__ void dense_decode(const DenseParams& p) {
   extern __shared__ uint8_t smem_raw[];
-  Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  Smem& sm = smem_struct_1024<Smem>(smem_raw);
   const SchedMeta meta = reinterpret_cast<const SchedMeta*>(p.sched_meta)[blockIdx.z];
   const int m_block = blockIdx.x, hk = blockIdx.y;
   if (meta.begin_req_idx >= p.b) {

@@ -403,7 +403,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
 template <typename T, bool FAST, bool MC>
 __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
   extern __shared__ uint8_t smem_raw[];
-  Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  Smem& sm = smem_struct_1024<Smem>(smem_raw);
   const SchedMeta meta = reinterpret_cast<const SchedMeta*>(p.sched_meta)[blockIdx.z];
   if (meta.begin_req_idx >= p.b) {
     ptx::pdl_launch_dependents();

@@ -561,7 +561,7 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
 template <bool XO, bool V2>
 __device__ __forceinline__ void sparse_decode(const SparseParams& p) {
   extern __shared__ uint8_t smem_raw[];
-  Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  Smem& sm = smem_struct_1024<Smem>(smem_raw);
   // Each role reads the part's record itself, so nothing but the params stays live across the role
   // branches (their registers are allocated separately after setmaxnreg).
   const SchedMeta* meta = reinterpret_cast<const SchedMeta*>(p.sched_meta) + blockIdx.z;
