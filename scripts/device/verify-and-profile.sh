@@ -18,6 +18,8 @@
 #   sanitize           compute-sanitizer (SANITIZE_TOOLS, default all four) over test/gpu/sanitize; API errors
 #                      are not reported: Kernel.paramInfo() probes cuFuncGetParamInfo past the last
 #                      parameter on purpose (memcheck counted 14 such, one per kernel, and no memory error)
+#   bench-dirs         the headline cases for BENCH_DIR_KERNELS (default dense_seesaw_fast sparse_v2) from
+#                      each kernel folder of BENCH_DIRS, e.g. "dist/kernels-ctl dist/kernels", in one call
 #   bench-all          flashmla bench --all with JSON and SVG
 #   check-sparse, check-dense   flashmla check over FlashMLA's sparse grid (368 cases) / dense grid (2,336)
 #   reliability-full   the reliability suite at full size (500 + 200 fuzz cases, 10,000 soak calls)
@@ -62,6 +64,11 @@ for step in $steps; do
     reliability) gpu_test reliability 300 dist/test/gpu/reliability ;;
     bench-dense) for k in ${DENSE_KERNELS:-dense_seesaw dense_seesaw_fast dense_v1}; do
         run "bench $k" 120 node dist/src/cli/cli.js bench --case $dense_cases --kernel $k --json "$out/bench-$k.json"; done ;;
+    bench-dirs)  # the headline cases per kernel folder of BENCH_DIRS (a control build beside this one)
+      for d in ${BENCH_DIRS:?set BENCH_DIRS}; do for k in ${BENCH_DIR_KERNELS:-dense_seesaw_fast sparse_v2}; do
+        export FLASHMLA_KERNEL_DIR=$d
+        run "bench $k ($d)" 120 node dist/src/cli/cli.js bench --case $dense_cases sparse-v32 sparse-v32-h64 sparse-long-topk sparse-h16 --kernel $k --json "$out/bench-$(basename "$d")-$k.json"
+        unset FLASHMLA_KERNEL_DIR; done; done ;;
     bench-dense-grid) run "bench grid" 200 node dist/src/cli/cli.js bench --case dense-grid --kernel ${KERNEL:-dense_seesaw} --json "$out/bench-grid.json" ;;
     bench-sparse) [ -n "${sparse_hung:-}" ] && { echo "== bench-sparse skipped: the sparse test hung"; continue; }
       for k in ${SPARSE_KERNELS:-sparse_v1 sparse_crossover sparse_v2 sparse_crossover_v2}; do
