@@ -19,15 +19,24 @@ __device__ __forceinline__ void bar_arrive(unsigned id, unsigned n) { asm volati
 // MODE 4: as 3, writer releases with bar.arrive, reader waits with bar.sync (the P_FREE pattern).
 // MODE 5: as 3 (y exchanged under full barriers 3 and 4 only), plus an unrelated arrive/sync pair on
 //         barrier 2 in each round (does an arrive elsewhere make racecheck flag y?).
+// MODE 6: as 1 (one round, bar.sync 1,256 only), but warpgroup 0 stays alive through the exchange,
+//         polling a global flag the reader sets afterwards (as the kernels' producer warpgroup lives on,
+//         waiting on mbarriers, while the consumers use their named barriers).
 template <int MODE>
-__global__ void probe(float* out) {
+__global__ void probe(float* out, volatile int* flag) {
   __shared__ float x[128];
   __shared__ float y[128];
   const int t = threadIdx.x, wg = t / 128, lane = t % 128;
   const int writer = MODE == 0 ? 0 : 1;
+  if (MODE == 6 && wg == 0) {
+    if (lane == 0)
+      while (flag[blockIdx.x] == 0) __nanosleep(100);
+    __syncwarp();
+    return;
+  }
   if (MODE != 0 && wg == 0) return;
   float acc = 0.0f;
-  const int rounds = MODE >= 3 ? 4 : 1;
+  const int rounds = MODE >= 3 && MODE <= 5 ? 4 : 1;
   for (int r = 0; r < rounds; ++r) {
     if (MODE == 5) {
       bar_sync(4, 256);  // the previous round's reads of y are done
@@ -68,18 +77,25 @@ __global__ void probe(float* out) {
     }
   }
   if (wg != writer) out[blockIdx.x * 128 + lane] = acc;
+  if (MODE == 6 && wg != writer && lane == 0) {
+    __threadfence();
+    flag[blockIdx.x] = 1;
+  }
 }
 
 template <int MODE>
 static int run(const char* what, int threads) {
   float* out = nullptr;
-  if (cudaMalloc(&out, 4 * 128 * sizeof(float)) != cudaSuccess) return 1;
-  probe<MODE><<<4, threads>>>(out);
+  int* flag = nullptr;
+  if (cudaMalloc(&out, 4 * 128 * sizeof(float)) != cudaSuccess || cudaMalloc(&flag, 4 * sizeof(int)) != cudaSuccess) return 1;
+  cudaMemset(flag, 0, 4 * sizeof(int));
+  probe<MODE><<<4, threads>>>(out, flag);
   cudaError_t e = cudaDeviceSynchronize();
   float h[128];
   cudaMemcpy(h, out, sizeof h, cudaMemcpyDeviceToHost);
   cudaFree(out);
-  const float want = MODE >= 3 ? 6000.0f + 4 * 1.0f : 1.0f;  // lane 0 reads element 1 in each round
+  cudaFree(flag);
+  const float want = MODE >= 3 && MODE <= 5 ? 6000.0f + 4 * 1.0f : 1.0f;  // lane 0 reads element 1 in each round
   std::printf("mode %d (%s): %s, lane 0 read %.0f (want %.0f)\n", MODE, what, cudaGetErrorString(e), h[0], want);
   return e == cudaSuccess && h[0] == want ? 0 : 1;
 }
@@ -91,6 +107,7 @@ int main() {
   bad += run<2>("384 threads, unaligned barrier.sync from different code", 384);
   bad += run<3>("384 threads, 4 rounds, second barrier before each rewrite", 384);
   bad += run<4>("384 threads, 4 rounds, arrive/sync pairs both ways", 384);
+  bad += run<6>("384 threads, warpgroup 0 alive (polling), bar.sync 1,256", 384);
   bad += run<5>("384 threads, 4 rounds, full barriers for y, an arrive/sync pair beside", 384);
   std::printf("%s\n", bad ? "probe: WRONG RESULT" : "probe: all results right");
   return bad;
