@@ -1,6 +1,8 @@
 import { ArgumentError } from "../errors/ArgumentError.js";
 import { check } from "../driver/check.js";
-import { driverOn } from "./Device.js";
+import { cudaErrorFor } from "../driver/cudaErrorFor.js";
+import { CudaError } from "../errors/CudaError.js";
+import { Device, driverOn } from "./Device.js";
 import { DisposeOnce } from "./DisposeOnce.js";
 import type { Stream } from "./Stream.js";
 
@@ -14,6 +16,27 @@ export interface DeviceCopyOptions {
   byteCount?: number;
   /** Queue the copy on this stream instead of copying synchronously. */
   stream?: Stream;
+}
+
+const CUDA_ERROR_OUT_OF_MEMORY = 2;
+
+/** Bytes as a short binary-unit figure: "1.0 TiB", "84.0 MiB", "512 B". */
+export function formatBytes(n: number): string {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let u = 0;
+  let v = n;
+  while (v >= 1024 && u < units.length - 1) v /= 1024, u++;
+  return u === 0 ? `${n} B` : `${v.toFixed(1)} ${units[u]}`;
+}
+
+/**
+ * The remedy part of an out-of-memory error: what was asked for, what is free (when the driver could
+ * say), and what a caller can do. E.g. "requested 84.0 MiB on cuda:0, 23.0 MiB free of 140.0 GiB:
+ * dispose() tensors and metadata no longer needed, or decode a smaller batch".
+ */
+export function outOfMemoryDetail(requestedBytes: number, deviceOrdinal: number, info?: { free: number; total: number }): string {
+  const free = info ? `, ${formatBytes(info.free)} free of ${formatBytes(info.total)}` : "";
+  return `requested ${formatBytes(requestedBytes)} on cuda:${deviceOrdinal}${free}: dispose() tensors and metadata no longer needed, or decode a smaller batch`;
 }
 
 /**
@@ -42,14 +65,27 @@ export class DeviceBuffer {
   /**
    * Allocates `sizeBytes` (> 0) of device memory, uninitialised.
    * @default deviceOrdinal 0
-   * @throws ArgumentError for 0 or a non-integer size; CudaError CUDA_ERROR_OUT_OF_MEMORY when it does not fit.
+   * @throws ArgumentError for 0 or a non-integer size; CudaError CUDA_ERROR_OUT_OF_MEMORY when it does not fit,
+   * its message ending with the size asked for, the free and total memory, and what to do (outOfMemoryDetail).
    */
   static alloc(sizeBytes: number, deviceOrdinal = 0): DeviceBuffer {
     if (!Number.isSafeInteger(sizeBytes) || sizeBytes <= 0) {
       throw new ArgumentError("DeviceBuffer.alloc", "sizeBytes", "a positive integer number of bytes", String(sizeBytes));
     }
     const out = new BigUint64Array(1);
-    check(driverOn(deviceOrdinal).cuMemAlloc_v2(out, sizeBytes), "cuMemAlloc_v2");
+    const api = driverOn(deviceOrdinal);
+    const result = api.cuMemAlloc_v2(out, sizeBytes);
+    if (result === CUDA_ERROR_OUT_OF_MEMORY) {
+      const e = cudaErrorFor(api, result, "cuMemAlloc_v2");
+      let info: { free: number; total: number } | undefined;
+      try {
+        info = Device.get(deviceOrdinal).memInfo();
+      } catch {
+        info = undefined;  // the error to report is the allocation's
+      }
+      throw new CudaError(e.callName, e.code, e.errorName, e.errorString, outOfMemoryDetail(sizeBytes, deviceOrdinal, info));
+    }
+    check(result, "cuMemAlloc_v2");
     return new DeviceBuffer(out[0], sizeBytes, deviceOrdinal);
   }
 
