@@ -342,6 +342,36 @@ __device__ __forceinline__ void wgmma_m64n256k16_ss_transb(float (&d)[128], uint
   }
 }
 
+// wgmma.mma_async m64n128k16, A from shared memory, B read MN-major: half of an m64n256 P·V, into
+// accumulator registers d[OFF .. OFF + 63], which hold columns 2·OFF .. 2·OFF + 127 of the m64n256 layout
+// (a thread's fragments are ordered by 8-column group). For kernels launched with fewer than 154
+// registers per thread: ptxas sizes a wgmma against the launch bound even where setmaxnreg.inc gave the
+// warpgroup more, and refuses the m64n256 form below 154 (C7602).
+#define FLASHMLA_ACC64_OPS                                                                               \
+  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28," \
+  "%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55," \
+  "%56,%57,%58,%59,%60,%61,%62,%63}"
+template <typename T, int OFF>
+__device__ __forceinline__ void wgmma_m64n128k16_ss_transb(float (&d)[128], uint64_t desc_a, uint64_t desc_b) {
+  static_assert(OFF == 0 || OFF == 64, "the left or the right half of the accumulator");
+#ifdef MLA_ABLATE_MMA  // timing experiment only: no tensor-core work
+  return;
+#endif
+  if constexpr (T::is_fp16) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " FLASHMLA_ACC64_OPS
+                 ", %64, %65, p, 1, 1, 0, 1;\n}\n"
+                 : FLASHMLA_ACC32_AT(d, OFF), FLASHMLA_ACC32_AT(d, OFF + 32)
+                 : "l"(desc_a), "l"(desc_b));
+  } else {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " FLASHMLA_ACC64_OPS
+                 ", %64, %65, p, 1, 1, 0, 1;\n}\n"
+                 : FLASHMLA_ACC32_AT(d, OFF), FLASHMLA_ACC32_AT(d, OFF + 32)
+                 : "l"(desc_a), "l"(desc_b));
+  }
+}
+
 // ---- register reallocation between warpgroups (PTX ISA §9.7.17.x setmaxnreg) ----------------------
 
 // setmaxnreg.inc / .dec: hand registers from the producer warpgroup to the consumers. Needs a register

@@ -29,6 +29,15 @@ constexpr int TOKEN_BYTES = 656;
 constexpr int LAUNCH_REGS = (65536 / THREADS) / 8 * 8;
 constexpr int WG0_REGS = 216, WG1_REGS = LAUNCH_REGS, PRODUCER_REGS = 120;
 static_assert(WG0_REGS + WG1_REGS + PRODUCER_REGS <= 3 * LAUNCH_REGS, "setmaxnreg within the CTA's registers");
+// The v3 kernel (experimental): two producer warpgroups, 512 threads, 128 registers each at launch;
+// each converts one 32-token round of every block, so every SM sub-partition has two producer warps to
+// interleave (ncu of the one-producer kernel: the consumers waited on it, and 20 % of its samples were
+// fixed-latency waits inside its own conversions). 208 + 160 + 2 x 72 = 512 of the 4 x 128 per lane.
+// P·V runs as two m64n128 wgmmas (see wgmma_m64n128k16_ss_transb: ptxas refuses m64n256 at 128).
+constexpr int THREADS_V3 = CONSUMER_THREADS + 2 * 128;
+constexpr int LAUNCH_REGS_V3 = (65536 / THREADS_V3) / 8 * 8;
+constexpr int WG0_REGS_V3 = 208, WG1_REGS_V3 = 160, PRODUCER_REGS_V3 = 72;  // 216 / 160 / 64 spilled 40 B
+static_assert(WG0_REGS_V3 + WG1_REGS_V3 + 2 * PRODUCER_REGS_V3 <= 4 * LAUNCH_REGS_V3, "setmaxnreg within the CTA's registers");
 
 enum : uint32_t { BAR_CONSUMERS = 1, BAR_P_READY = 2, BAR_P_FREE = 3, BAR_L_READY = 4, BAR_WG0 = 5 };
 
@@ -275,12 +284,14 @@ __device__ __forceinline__ void producer_crossover(const SparseParams& p, Smem& 
 // converted, to keep them in flight longer, measured slower on the H200: 617 vs 489 µs at sparse-v32.)
 // The 16 values of chunk c of 64-dim group k are dims 64k + 16q .. +15: chunks 2q and 2q + 1 of SW128
 // tile k, so the 8 lanes of a chunk write 8 different rows (conflict-free after the swizzle).
-template <bool XO>
-__device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx) {
-  constexpr int ROUNDS = XO ? 1 : 2;
-  const int t = threadIdx.x - CONSUMER_THREADS, warp = t / 32, lane = t % 32, q = lane / 8;
+// NPROD = 2 (the v3 kernel, no crossover): producer warpgroup `pidx` takes round pidx of every block.
+template <bool XO, int NPROD = 1>
+__device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx, int pidx = 0) {
+  static_assert(NPROD == 1 || (NPROD == 2 && !XO), "two producer warpgroups only without crossover");
+  constexpr int ROUNDS = XO || NPROD == 2 ? 1 : 2;
+  const int t = threadIdx.x - CONSUMER_THREADS - 128 * pidx, warp = t / 32, lane = t % 32, q = lane / 8;
   const uint32_t rank = XO ? ptx::cluster_ctarank() : 0u, peer = rank ^ 1u;
-  auto token_of = [&](int r) { return (XO ? 32 * static_cast<int>(rank) : 32 * r) + 8 * warp + lane % 8; };
+  auto token_of = [&](int r) { return (XO ? 32 * static_cast<int>(rank) : NPROD == 2 ? 32 * pidx : 32 * r) + 8 * warp + lane % 8; };
   // Lines q and q + 4 of a token (its 656 bytes span at most 7 lines; the last offset is clamped onto its
   // last byte), per-thread addresses. The bulk prefetch (prefetch_token) takes uniform operands, so for
   // eight tokens per warp it ran as an eight-trip loop: 13 % of the producer's samples in ncu; this form
@@ -421,8 +432,22 @@ __device__ __forceinline__ void store_rows(const SparseParams& p, float (&o)[128
 
 // WG is the warpgroup (0 or 1), a template parameter so each instantiation holds only its own path and
 // ptxas allocates each within its own register budget.
-template <typename T, int WG, bool XO>
+template <typename T, int WG, bool XO, bool SPLIT_PV = false>
 __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const SchedMeta& meta, int h0, int s_idx) {
+  // O (+)= P·V over this warpgroup's 256 columns (V from `v_base`, 4 tiles), as one m64n256 wgmma per
+  // 16 tokens or, for the 512-thread kernel, two m64n128 (columns 0-127, tiles 0-1; 128-255, tiles 2-3).
+  auto pv = [](float (&o)[128], uint32_t p_base, uint32_t v_base) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint64_t a = ptx::smem_desc_sw128(p_base + j * 32, 16, 1024);
+      if constexpr (SPLIT_PV) {
+        ptx::wgmma_m64n128k16_ss_transb<T, 0>(o, a, ptx::smem_desc_sw128(v_base + j * 2048, TILE_BYTES, 1024));
+        ptx::wgmma_m64n128k16_ss_transb<T, 64>(o, a, ptx::smem_desc_sw128(v_base + 2 * TILE_BYTES + j * 2048, TILE_BYTES, 1024));
+      } else {
+        ptx::wgmma_m64n256k16_ss_transb<T>(o, a, ptx::smem_desc_sw128(v_base + j * 2048, TILE_BYTES, 1024));
+      }
+    }
+  };
   constexpr int wg = WG;
   const int tid = threadIdx.x, warp_in_wg = (tid % 128) / 32, lane = tid % 32;
   const uint32_t q_base = ptx::smem_addr(sm.q), p_base = ptx::smem_addr(sm.p);
@@ -500,10 +525,7 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
         // P from smem (SS) rather than registers (RS): the RS form's register operands pushed this
         // warpgroup past its register budget.
         ptx::wgmma_fence();
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-          ptx::wgmma_m64n256k16_ss_transb<T>(o, ptx::smem_desc_sw128(p_base + j * 32, 16, 1024),
-                                             ptx::smem_desc_sw128(k_base + j * 2048, TILE_BYTES, 1024));
+        pv(o, p_base, k_base);
         ptx::wgmma_commit();
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
@@ -513,10 +535,7 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
 #pragma unroll
         for (int i = 0; i < 128; ++i) o[i] *= ((i >> 1) & 1) ? f1 : f0;
         ptx::wgmma_fence();
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-          ptx::wgmma_m64n256k16_ss_transb<T>(o, ptx::smem_desc_sw128(p_base + j * 32, 16, 1024),
-                                             ptx::smem_desc_sw128(k_base + 4 * TILE_BYTES + j * 2048, TILE_BYTES, 1024));
+        pv(o, p_base, k_base + 4 * TILE_BYTES);
         ptx::wgmma_commit();
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
@@ -558,8 +577,9 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
   }
 }
 
-template <bool XO, bool V2>
+template <bool XO, bool V2, int NPROD = 1>
 __device__ __forceinline__ void sparse_decode(const SparseParams& p) {
+  static_assert(NPROD == 1 || (V2 && !XO), "v3 = the v2 producer in two warpgroups, without crossover");
   extern __shared__ uint8_t smem_raw[];
   Smem& sm = smem_struct_1024<Smem>(smem_raw);
   // Each role reads the part's record itself, so nothing but the params stays live across the role
@@ -571,7 +591,7 @@ __device__ __forceinline__ void sparse_decode(const SparseParams& p) {
   }
   if (threadIdx.x == 0) {
     for (int s = 0; s < 2; ++s) {
-      ptx::mbarrier_init(&sm.kfull[s], 128);
+      ptx::mbarrier_init(&sm.kfull[s], 128 * NPROD);
       ptx::mbarrier_init(&sm.kempty[s], (XO ? 2 : 1) * CONSUMER_THREADS / 32);
     }
     ptx::fence_mbarrier_init();
@@ -581,16 +601,23 @@ __device__ __forceinline__ void sparse_decode(const SparseParams& p) {
   else __syncthreads();
   // Warp-uniform by construction (a shuffle from lane 0), so the role branch needs no divergence tracking.
   const int wg = __shfl_sync(0xFFFFFFFFu, static_cast<int>(threadIdx.x / 128), 0);
-  if (wg == 2) {
-    ptx::setmaxnreg_dec<PRODUCER_REGS>();
-    if constexpr (V2) producer_v2<XO>(p, sm, *meta, blockIdx.y);
-    else if constexpr (XO) producer_crossover(p, sm, *meta, blockIdx.y);
-    else producer(p, sm, *meta, blockIdx.y);
+  if (wg >= 2) {
+    if constexpr (NPROD == 2) {
+      ptx::setmaxnreg_dec<PRODUCER_REGS_V3>();
+      producer_v2<false, 2>(p, sm, *meta, blockIdx.y, wg - 2);
+    } else {
+      ptx::setmaxnreg_dec<PRODUCER_REGS>();
+      if constexpr (V2) producer_v2<XO>(p, sm, *meta, blockIdx.y);
+      else if constexpr (XO) producer_crossover(p, sm, *meta, blockIdx.y);
+      else producer(p, sm, *meta, blockIdx.y);
+    }
   } else if (wg == 0) {
-    ptx::setmaxnreg_inc<WG0_REGS>();
-    consumer<ptx::bf16_t, 0, XO>(p, sm, *meta, blockIdx.x * 64, blockIdx.y);
-  } else {  // WG1 keeps the 168 registers it starts with
-    consumer<ptx::bf16_t, 1, XO>(p, sm, *meta, blockIdx.x * 64, blockIdx.y);
+    ptx::setmaxnreg_inc<NPROD == 2 ? WG0_REGS_V3 : WG0_REGS>();
+    consumer<ptx::bf16_t, 0, XO, NPROD == 2>(p, sm, *meta, blockIdx.x * 64, blockIdx.y);
+  } else {
+    // WG1 keeps the 168 registers a 384-thread CTA starts with; a 512-thread one starts at 128.
+    if constexpr (NPROD == 2) ptx::setmaxnreg_inc<WG1_REGS_V3>();
+    consumer<ptx::bf16_t, 1, XO, NPROD == 2>(p, sm, *meta, blockIdx.x * 64, blockIdx.y);
   }
   ptx::pdl_launch_dependents();
   // No CTA may leave while its peer can still write its buffers or arrive on its barriers.
@@ -613,6 +640,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_sparse_decode_v2_bf
 }
 extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_sparse_decode_crossover_v2_bf16_sm90(const __grid_constant__ mla::SparseParams p) {
   sparse_decode<true, true>(p);
+}
+// Two producer warpgroups (experimental, written without a GPU; test/gpu/variants): 512 threads, no crossover.
+extern "C" __global__ void __launch_bounds__(THREADS_V3, 1) mla_sparse_decode_v3_bf16_sm90(const __grid_constant__ mla::SparseParams p) {
+  sparse_decode<false, true, 2>(p);
 }
 extern "C" __device__ const int mla_sparse_decode_smem_bytes = SMEM_BYTES;
 

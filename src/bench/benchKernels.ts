@@ -86,6 +86,13 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
     crossover: true,
     run: (args: FlashMlaWithKvcacheArgs) => sparseDecodeGpu(args, { crossover: true, producer: "v2" }),
   },
+  sparse_v3: {
+    name: "sparse_v3",
+    description: "sparseDecodeGpu with producer v3: the v2 producer in two warpgroups of a 512-thread CTA (experimental; not yet measured)",
+    kinds: ["sparse"],
+    crossover: false,
+    run: (args: FlashMlaWithKvcacheArgs) => sparseDecodeGpu(args, { crossover: false, producer: "v3" }),
+  },
 });
 
 /** The implementation the commands use for dense cases unless told otherwise: flashMlaWithKvcache's default kernel. */

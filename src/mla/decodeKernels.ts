@@ -25,6 +25,8 @@ export interface DecodeKernels {
   /** The same two with the second producer (coalesced per-token loads), while it is measured. */
   sparseV2Bf16: Kernel;
   sparseCrossoverV2Bf16: Kernel;
+  /** Two producer warpgroups, 512 threads, no crossover (experimental). */
+  sparseV3Bf16: Kernel;
   sparseSmemBytes: number;
   /** The sparse kernels' e4m3 -> bf16 dequantization alone (an exhaustive GPU test checks it). */
   sparseDequantSelftest: Kernel;
@@ -90,6 +92,7 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
     "mla_sparse_decode_crossover_bf16_sm90",
     "mla_sparse_decode_v2_bf16_sm90",
     "mla_sparse_decode_crossover_v2_bf16_sm90",
+    "mla_sparse_decode_v3_bf16_sm90",
   ]);
   const k: DecodeKernels = {
     sched: sched.getFunction("mla_sched_meta"),
@@ -107,6 +110,7 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
     sparseCrossoverBf16: sp.kernels[1],
     sparseV2Bf16: sp.kernels[2],
     sparseCrossoverV2Bf16: sp.kernels[3],
+    sparseV3Bf16: sp.kernels[4],
     sparseSmemBytes: sp.smemBytes,
     sparseDequantSelftest: sparse.getFunction("mla_sparse_dequant_selftest"),
     combineBf16: combine.getFunction("mla_combine_bf16"),

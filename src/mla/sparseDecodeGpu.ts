@@ -23,9 +23,11 @@ export interface SparseDecodeOptions {
    * "v2" (a warp takes 8 tokens, 64 contiguous bytes of each per load, L2 256-byte fetches, every load
    * of a block in flight at once). Outputs are bit-identical. v2 is the default: on the H200 it took
    * sparse-v32 from 778 to 543 µs (bench/results/2026-11-30-h200-sparse_v2-9521499.json).
+   * "v3" (experimental, not yet run on a GPU; no crossover): the v2 producer in two warpgroups of a
+   * 512-thread CTA, each converting half of every block.
    * @default "v2"
    */
-  producer?: "v1" | "v2";
+  producer?: "v1" | "v2" | "v3";
 }
 
 /**
@@ -40,6 +42,10 @@ export function sparseDecodeGpu(args: FlashMlaWithKvcacheArgs, opts: SparseDecod
   if (opts.crossover && shape.num_head_tiles !== 2) {
     throw new ArgumentError(FN, "crossover", "h_q = 128 (a cluster of the two 64-head CTAs of a query token)", `h_q = ${shape.h_q}`);
   }
+  // Before anything is allocated, so a bad option leaks nothing.
+  const producer = opts.producer ?? "v2";
+  if (producer !== "v1" && producer !== "v2" && producer !== "v3") throw new ArgumentError(FN, "producer", '"v1", "v2" or "v3"', String(producer));
+  if (producer === "v3" && opts.crossover) throw new ArgumentError(FN, "producer", '"v1" or "v2" with crossover (v3 runs without it)', '"v3" with crossover: true');
   const { q, kCache, stream } = args;
   const indices = args.indices!;
   const meta = args.schedMeta;
@@ -97,13 +103,11 @@ export function sparseDecodeGpu(args: FlashMlaWithKvcacheArgs, opts: SparseDecod
     scale_log2: shape.softmax_scale * Math.LOG2E,
     pad0: 0,
   });
-  const producer = opts.producer ?? "v2";
-  if (producer !== "v1" && producer !== "v2") throw new ArgumentError(FN, "producer", '"v1" or "v2"', String(producer));
-  const main = producer === "v2" ? (opts.crossover ? k.sparseCrossoverV2Bf16 : k.sparseV2Bf16) : opts.crossover ? k.sparseCrossoverBf16 : k.sparseBf16;
+  const main = producer === "v3" ? k.sparseV3Bf16 : producer === "v2" ? (opts.crossover ? k.sparseCrossoverV2Bf16 : k.sparseV2Bf16) : opts.crossover ? k.sparseCrossoverBf16 : k.sparseBf16;
   main.launch(
     {
       grid: [shape.num_head_tiles, shape.s_q, meta.numSmParts],
-      block: 384,
+      block: producer === "v3" ? 512 : 384,
       sharedMemBytes: k.sparseSmemBytes,
       stream,
       ...(opts.crossover ? { cluster: [2, 1, 1] as [number, number, number] } : {}),

@@ -11,7 +11,7 @@ import { makeSparseCase, type SparseCaseOptions } from "./makeDecodeCase.js";
  * Runs the sparse kernel on a host-made case and compares with the float64 CPU reference: every element
  * when the case is small, else `sampleRows` seeded rows (the reference costs O(rows · topk · 576)).
  */
-export function checkSparseAgainstCpu(opts: SparseCaseOptions, sampleRows = 0, crossover = false, producer: "v1" | "v2" = "v1"): void {
+export function checkSparseAgainstCpu(opts: SparseCaseOptions, sampleRows = 0, crossover = false, producer: "v1" | "v2" | "v3" = "v1"): void {
   const c = makeSparseCase(opts);
   const dev = {
     q: Tensor.toDevice(c.q),
