@@ -22,10 +22,57 @@ __device__ __forceinline__ void bar_arrive(unsigned id, unsigned n) { asm volati
 // MODE 6: as 1 (one round, bar.sync 1,256 only), but warpgroup 0 stays alive through the exchange,
 //         polling a global flag the reader sets afterwards (as the kernels' producer warpgroup lives on,
 //         waiting on mbarriers, while the consumers use their named barriers).
+// MODE 7: the kernels' exchange shape: four rounds; a full barrier (2) before each rewrite; one lane in
+//         four of the writer writes y[lane / 4]; a full barrier (1); every reader lane reads it.
+// MODE 8: as 7, and before each round both warpgroups wait on an mbarrier that warpgroup 0 (alive)
+//         completes, as the consumers wait on the producer's kfull barrier.
+__device__ __forceinline__ unsigned smem_u32(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ void mbar_init(unsigned long long* b, unsigned n) { asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(b)), "r"(n) : "memory"); }
+__device__ __forceinline__ void mbar_arrive(unsigned long long* b) { asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(b)) : "memory"); }
+__device__ __forceinline__ void mbar_wait(unsigned long long* b, unsigned parity) {
+  asm volatile("{\n.reg .pred d;\nW_%=:\nmbarrier.try_wait.parity.shared::cta.b64 d, [%0], %1;\n@!d bra W_%=;\n}\n" ::"r"(smem_u32(b)), "r"(parity) : "memory");
+}
+
 template <int MODE>
 __global__ void probe(float* out, volatile int* flag) {
   __shared__ float x[128];
   __shared__ float y[128];
+  __shared__ unsigned long long full[4];  // one per round: each completes once (phase 0)
+  if (MODE == 8) {
+    if (threadIdx.x == 0)
+      for (int r = 0; r < 4; ++r) mbar_init(&full[r], 128);
+    __syncthreads();
+    if (threadIdx.x < 128) {  // warpgroup 0: completes each round's barrier, then waits for the reader
+      for (int r = 0; r < 4; ++r) mbar_arrive(&full[r]);
+      if (threadIdx.x == 0)
+        while (flag[blockIdx.x] == 0) __nanosleep(100);
+      __syncwarp();
+      return;
+    }
+  }
+  if (MODE == 7 || MODE == 8) {
+    if (MODE == 7 && threadIdx.x < 128) {
+      if (threadIdx.x == 0)
+        while (flag[blockIdx.x] == 0) __nanosleep(100);
+      __syncwarp();
+      return;
+    }
+    const int wg7 = threadIdx.x / 128, lane7 = threadIdx.x % 128;
+    float acc7 = 0.0f;
+    for (int r = 0; r < 4; ++r) {
+      if (MODE == 8) mbar_wait(&full[r], 0);
+      if (r > 0) bar_sync(2, 256);
+      if (wg7 == 1 && lane7 % 4 == 0) y[lane7 / 4] = float(r * 1000 + lane7 / 4);
+      bar_sync(1, 256);
+      if (wg7 == 2) acc7 += y[(lane7 / 4 + 1) % 32];
+    }
+    if (wg7 == 2) out[blockIdx.x * 128 + lane7] = acc7;
+    if (wg7 == 2 && lane7 == 0) {
+      __threadfence();
+      flag[blockIdx.x] = 1;
+    }
+    return;
+  }
   const int t = threadIdx.x, wg = t / 128, lane = t % 128;
   const int writer = MODE == 0 ? 0 : 1;
   if (MODE == 6 && wg == 0) {
@@ -95,7 +142,7 @@ static int run(const char* what, int threads) {
   cudaMemcpy(h, out, sizeof h, cudaMemcpyDeviceToHost);
   cudaFree(out);
   cudaFree(flag);
-  const float want = MODE >= 3 && MODE <= 5 ? 6000.0f + 4 * 1.0f : 1.0f;  // lane 0 reads element 1 in each round
+  const float want = MODE >= 3 && MODE != 6 ? 6000.0f + 4 * 1.0f : 1.0f;  // lane 0 reads element 1 in each round
   std::printf("mode %d (%s): %s, lane 0 read %.0f (want %.0f)\n", MODE, what, cudaGetErrorString(e), h[0], want);
   return e == cudaSuccess && h[0] == want ? 0 : 1;
 }
@@ -108,6 +155,8 @@ int main() {
   bad += run<3>("384 threads, 4 rounds, second barrier before each rewrite", 384);
   bad += run<4>("384 threads, 4 rounds, arrive/sync pairs both ways", 384);
   bad += run<6>("384 threads, warpgroup 0 alive (polling), bar.sync 1,256", 384);
+  bad += run<7>("384 threads, the kernels' exchange shape (lane-conditional writes, 4 rounds), warpgroup 0 alive", 384);
+  bad += run<8>("as 7, both warpgroups waiting on an mbarrier each round", 384);
   bad += run<5>("384 threads, 4 rounds, full barriers for y, an arrive/sync pair beside", 384);
   std::printf("%s\n", bad ? "probe: WRONG RESULT" : "probe: all results right");
   return bad;
