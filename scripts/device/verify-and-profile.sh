@@ -20,6 +20,7 @@
 #                      parameter on purpose (memcheck counted 14 such, one per kernel, and no memory error)
 #   bench-dirs         the headline cases for BENCH_DIR_KERNELS (default dense_seesaw_fast sparse_v2) from
 #                      each kernel folder of BENCH_DIRS, e.g. "dist/kernels-ctl dist/kernels", in one call
+#   racecheck-probe    build scripts/device/racecheck-probe.cu on the host and run it plain and under racecheck
 #   bench-all          flashmla bench --all with JSON and SVG
 #   check-sparse, check-dense   flashmla check over FlashMLA's sparse grid (368 cases) / dense grid (2,336)
 #   reliability-full   the reliability suite at full size (500 + 200 fuzz cases, 10,000 soak calls)
@@ -64,6 +65,12 @@ for step in $steps; do
     reliability) gpu_test reliability 300 dist/test/gpu/reliability ;;
     bench-dense) for k in ${DENSE_KERNELS:-dense_seesaw dense_seesaw_fast dense_v1}; do
         run "bench $k" 120 node dist/src/cli/cli.js bench --case $dense_cases --kernel $k --json "$out/bench-$k.json"; done ;;
+    racecheck-probe)  # scripts/device/racecheck-probe.cu, built here, plain and under racecheck
+      echo "===== racecheck-probe" >> "$log"
+      nvcc -std=c++17 -O2 -gencode arch=compute_90a,code=sm_90a -lineinfo -o /tmp/racecheck-probe scripts/device/racecheck-probe.cu >> "$log" 2>&1 &&
+        { /tmp/racecheck-probe; compute-sanitizer --tool racecheck /tmp/racecheck-probe; } > "$out/racecheck-probe.txt" 2>&1
+      echo "== racecheck-probe rc=$?"
+      grep -E "^mode|probe:|Race reported|RACECHECK SUMMARY" "$out/racecheck-probe.txt" | cut -c1-160 ;;
     bench-dirs)  # the headline cases per kernel folder of BENCH_DIRS (a control build beside this one)
       for d in ${BENCH_DIRS:?set BENCH_DIRS}; do for k in ${BENCH_DIR_KERNELS:-dense_seesaw_fast sparse_v2}; do
         export FLASHMLA_KERNEL_DIR=$d
