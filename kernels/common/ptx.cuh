@@ -131,10 +131,10 @@ __device__ __forceinline__ void named_barrier_sync_unaligned(uint32_t id, uint32
   asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 // MLA_RACECHECK_ARRIVE_AS_SYNC (a racecheck build only, never shipped): every arrive waits as a sync.
-// racecheck does not model bar.arrive's ordering: scripts/device/racecheck-probe.cu shows it flagging
-// correct arrive/sync exchanges, and full-barrier exchanges in any kernel that also uses an arrive. Each
-// arrive in these kernels is matched by exactly one sync of the other side, so waiting there cannot
-// deadlock; it only serializes, and racecheck then checks every other ordering of the kernels.
+// racecheck does not model bar.arrive's ordering (scripts/device/racecheck-probe.cu: it flags correct
+// arrive/sync exchanges, and full-barrier exchanges in a kernel that also uses an arrive). Each arrive in
+// these kernels is matched by exactly one sync of the other side, so waiting there cannot deadlock; it
+// only serializes. On the H200 this build still drew the same four reports (docs/reliability.md §3).
 __device__ __forceinline__ void named_barrier_arrive_unaligned(uint32_t id, uint32_t threads) {
 #ifdef MLA_RACECHECK_ARRIVE_AS_SYNC
   asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");

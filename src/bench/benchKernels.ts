@@ -73,14 +73,14 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
   },
   sparse_v2: {
     name: "sparse_v2",
-    description: "sparseDecodeGpu with the second producer (a warp takes 8 tokens, 64 contiguous bytes of each per load, every load of a block in flight); 543 vs 778 µs for v1 at sparse-v32 on the H200",
+    description: "sparseDecodeGpu with the second producer (a warp takes 8 tokens, 64 contiguous bytes of each per load, every load of a block in flight); 488 µs at sparse-v32 on the H200 (v1: 778)",
     kinds: ["sparse"],
     crossover: false,
     run: (args: FlashMlaWithKvcacheArgs) => sparseDecodeGpu(args, { crossover: false, producer: "v2" }),
   },
   sparse_crossover_v2: {
     name: "sparse_crossover_v2",
-    description: "sparse_crossover with the second producer; 568 µs at sparse-v32 on the H200 (plain v2: 543)",
+    description: "sparse_crossover with the second producer; 530 µs at sparse-v32 on the H200 (plain v2: 490)",
     kinds: ["sparse"],
     headCounts: [128],
     crossover: true,

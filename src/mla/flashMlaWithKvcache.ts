@@ -188,8 +188,8 @@ export const SPARSE_DEFAULT: Readonly<SparseDecodeOptions> = Object.freeze({ cro
 
 export function flashMlaWithKvcache(args: FlashMlaWithKvcacheArgs): FlashMlaResult {
   // Sparse FP8 decode (indices given): the plain kernel with the v2 producer at every head count. Crossover
-  // (sparseDecodeGpu's option, h_q = 128) measured slower with that producer on the H200: 567.6 vs 543.4 µs
-  // at sparse-v32 (bench/results/*-9521499.json); the gathers, not the dequantization, bound it.
+  // (sparseDecodeGpu's option, h_q = 128) measured slower with that producer on the H200: 529.9 vs 489.9 µs
+  // at sparse-v32 (bench/results/*-ca577d4.json; docs/sparse-decode.md §12).
   if (isSparseCall(args)) return sparseDecodeGpu(args, SPARSE_DEFAULT);
   const shape = validateDenseArgs(args);
   const { q, kCache, stream } = args;
