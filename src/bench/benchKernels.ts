@@ -16,7 +16,16 @@ export interface BenchKernel {
    * crossover rows of the seed's cycle budget): always, never, or "h128" where h_q = 128.
    */
   crossover?: boolean | "h128";
+  /** Sparse kernels: the kernel that differs from this one only by crossover (for the measured crossover gain). */
+  crossoverPartner?: string;
   run(args: FlashMlaWithKvcacheArgs): FlashMlaResult;
+}
+
+/** The entry below that runs sparseDecodeGpu with this producer, with or without crossover. */
+function sparseKernelName(crossover: boolean, producer: "v1" | "v2" | "v3"): string {
+  if (producer === "v1") return crossover ? "sparse_crossover" : "sparse_v1";
+  if (producer === "v2") return crossover ? "sparse_crossover_v2" : "sparse_v2";
+  return "sparse_v3";
 }
 
 /**
@@ -54,6 +63,7 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
     description: "flashMlaWithKvcache with indices: the plain kernel with the v2 producer at every head count (SPARSE_DEFAULT); the default",
     kinds: ["sparse"],
     crossover: SPARSE_DEFAULT.crossover ?? false,
+    crossoverPartner: sparseKernelName(!SPARSE_DEFAULT.crossover, SPARSE_DEFAULT.producer ?? "v2"),
     run: (args: FlashMlaWithKvcacheArgs) => flashMlaWithKvcache(args),
   },
   sparse_v1: {
@@ -61,6 +71,7 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
     description: "sparseDecodeGpu: one producer warpgroup gathers and dequantizes the FP8 tokens for two consumer warpgroups, split-KV, then the combine with the sink",
     kinds: ["sparse"],
     crossover: false,
+    crossoverPartner: "sparse_crossover",
     run: (args: FlashMlaWithKvcacheArgs) => sparseDecodeGpu(args, { crossover: false, producer: "v1" }),
   },
   sparse_crossover: {
@@ -69,6 +80,7 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
     kinds: ["sparse"],
     headCounts: [128],
     crossover: true,
+    crossoverPartner: "sparse_v1",
     run: (args: FlashMlaWithKvcacheArgs) => sparseDecodeGpu(args, { crossover: true, producer: "v1" }),
   },
   sparse_v2: {
@@ -76,6 +88,7 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
     description: "sparseDecodeGpu with the second producer (a warp takes 8 tokens, 64 contiguous bytes of each per load, every load of a block in flight); 488 µs at sparse-v32 on the H200 (v1: 778)",
     kinds: ["sparse"],
     crossover: false,
+    crossoverPartner: "sparse_crossover_v2",
     run: (args: FlashMlaWithKvcacheArgs) => sparseDecodeGpu(args, { crossover: false, producer: "v2" }),
   },
   sparse_crossover_v2: {
@@ -84,6 +97,7 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
     kinds: ["sparse"],
     headCounts: [128],
     crossover: true,
+    crossoverPartner: "sparse_v2",
     run: (args: FlashMlaWithKvcacheArgs) => sparseDecodeGpu(args, { crossover: true, producer: "v2" }),
   },
   sparse_v3: {

@@ -5,6 +5,7 @@ import type { Ceiling } from "../roofline/gpus.js";
 import type { CeilingsRecord } from "./CeilingsCache.js";
 import type { CommitInfo } from "./gitCommit.js";
 import type { GpuEnvironment } from "./gpuEnvironment.js";
+import type { CrossoverGain } from "./crossoverGain.js";
 import type { BenchCaseResult } from "./runBenchCase.js";
 
 /** Format tag of {@link BenchRecord}; bumped when a field changes meaning. */
@@ -66,6 +67,8 @@ export interface BenchRecord {
   };
   settings: { iters: number; seed: number };
   results: BenchRecordResult[];
+  /** Sparse h_q = 128 cases timed again with the same producer and the other crossover setting. */
+  crossoverGains?: CrossoverGain[];
 }
 
 /** Inputs of {@link benchRecord}. */
@@ -80,6 +83,7 @@ export interface BenchRecordInput {
   iters: number;
   seed: number;
   results: readonly BenchCaseResult[];
+  crossoverGains?: readonly CrossoverGain[];
   /** @default now */
   createdAt?: Date;
 }
@@ -108,6 +112,7 @@ export function benchRecord(input: BenchRecordInput): BenchRecord {
   };
   if (input.commit.dirty !== undefined) record.commitDirty = input.commit.dirty;
   if (input.datasheet !== undefined) record.ceilings.datasheet = input.datasheet;
+  if (input.crossoverGains !== undefined && input.crossoverGains.length > 0) record.crossoverGains = [...input.crossoverGains];
   return record;
 }
 

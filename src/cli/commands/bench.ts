@@ -15,6 +15,7 @@ import { HEADLINE_CASES } from "../../bench/headlineCases.js";
 import { probeGpu, type GpuProbe } from "../../bench/probeGpu.js";
 import { resolveCeilings } from "../../bench/resolveCeilings.js";
 import { runBenchCase, type BenchCaseResult } from "../../bench/runBenchCase.js";
+import { crossoverGain, crossoverGainText, crossoverPartner, wantsCrossoverGain, type CrossoverGain } from "../../bench/crossoverGain.js";
 import { gpuSpecFromName, type Ceiling } from "../../roofline/gpus.js";
 import { ridgePoint } from "../../roofline/roofline.js";
 import type { Device } from "../../runtime/Device.js";
@@ -71,7 +72,9 @@ Each case: ≥ 4 input sets built on the GPU (together well over the L2), warm-u
 (main kernel + combine) between CUDA events, median of --iters; its output is checked against the
 float64 CPU reference on sampled rows. Sparse cases use FlashMLA's benchmark data (distinct random
 indices, attn_sink on, softmax scale 576^-0.55), count N_unique from the indices drawn, quote
-sparse-h16 by its FP8 cache read and print the seed's cycle budget. Without --kernel, dense cases run
+sparse-h16 by its FP8 cache read and print the seed's cycle budget; h_q = 128 sparse cases are also
+timed with the same producer and the other crossover setting, for the measured crossover gain
+(plain µs / crossover µs). Without --kernel, dense cases run
 ${DEFAULT_BENCH_KERNELS.dense} and sparse ones ${DEFAULT_BENCH_KERNELS.sparse}.
 Ceilings come from \`flashmla ceilings\` (cached per GPU and driver).
 Exit status: 0 ok, 1 a check failed or no GPU, ${USAGE_EXIT_CODE} bad command line.`;
@@ -150,6 +153,8 @@ export function runBench(req: BenchRequest, device: Device, io: CliIo, deps: Gpu
   const commit = gitCommit();
   const stream = Stream.create(device.ordinal);
   const results: BenchCaseResult[] = [];
+  const partners: BenchCaseResult[] = [];
+  const gains: CrossoverGain[] = [];
   let record: BenchRecord;
   try {
     progress.start(120, "ceilings");
@@ -182,6 +187,18 @@ export function runBench(req: BenchRequest, device: Device, io: CliIo, deps: Gpu
       progress.tick(Math.max(0, perCase - ticked), bc.name);
       results.push(r);
     }
+    // Issue 5 asks for the measured gain of crossover beside the cycle budget: each h_q = 128 sparse case
+    // is timed again with the same producer and the other crossover setting (and checked like any case).
+    for (const [i, r] of results.entries()) {
+      const kernel = req.kernel ?? defaultBenchKernel(req.cases[i].kind);
+      const partner = crossoverPartner(kernel);
+      if (!wantsCrossoverGain(r, kernel) || partner === undefined) continue;
+      progress.start(perCase, `${r.case}: ${partner.name} (crossover gain)`);
+      const other = runBenchCase(req.cases[i], { kernel: partner, device, stream, roofs: reference, iters: req.iters, seed: req.seed, onIteration: () => progress.tick() });
+      partners.push(other);
+      const gain = crossoverGain(r, other);
+      if (gain !== undefined) gains.push(gain);
+    }
     progress.stop();
 
     const kernelLabel = [...new Set(results.map((r) => r.kernel))].join(" + ") || (req.kernel?.name ?? DEFAULT_BENCH_KERNELS.dense);
@@ -196,6 +213,7 @@ export function runBench(req: BenchRequest, device: Device, io: CliIo, deps: Gpu
       iters: req.iters,
       seed: req.seed,
       results,
+      crossoverGains: gains,
     });
     if (req.json === true) {
       io.out(`${JSON.stringify(record, null, 2)}\n`);
@@ -212,6 +230,7 @@ export function runBench(req: BenchRequest, device: Device, io: CliIo, deps: Gpu
       );
       if (ceilings.cacheError !== undefined) io.out(c.dim(`note: the ceilings could not be cached: ${ceilings.cacheError}\n`));
       io.out(benchTable(results, { colors: c }));
+      for (const g of gains) io.out(`${crossoverGainText(g)}\n`);
     }
     if (typeof req.json === "string") io.out(`wrote ${writeFile(req.json, `${JSON.stringify(record, null, 2)}\n`)}\n`);
     if (req.svg !== undefined) {
@@ -225,9 +244,9 @@ export function runBench(req: BenchRequest, device: Device, io: CliIo, deps: Gpu
     progress.stop();
     stream.dispose();
   }
-  const failed = results.filter((r) => r.status === "check-failed" || r.status === "error");
+  const failed = [...results, ...partners].filter((r) => r.status === "check-failed" || r.status === "error");
   if (failed.length > 0) {
-    io.err(`flashmla ${commandName}: ${failed.length} case(s) failed: ${failed.map((r) => `${r.case} (${r.status})`).join(", ")}\n`);
+    io.err(`flashmla ${commandName}: ${failed.length} case(s) failed: ${failed.map((r) => `${r.case} with ${r.kernel} (${r.status})`).join(", ")}\n`);
     return FAILURE_EXIT_CODE;
   }
   return 0;

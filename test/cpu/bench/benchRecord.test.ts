@@ -100,3 +100,10 @@ test("benchRooflineSvg() plots the record's timed cases, FlashMLA's anchors and 
   assert.match(svg, /sparse-v32 \(FlashMLA only\)/);
   assert.match(svg, /dense-grid \(1 cases\)|dense-grid \(1 case\)/);
 });
+
+test("benchRecord() carries the measured crossover gains when the run made any", () => {
+  const g = { case: "sparse-v32", plainKernel: "sparse_v2", crossoverKernel: "sparse_crossover_v2", plainUs: 489.9, crossoverUs: 529.9, gain: 489.9 / 529.9 };
+  assert.deepEqual(benchRecord({ ...input(), crossoverGains: [g] }).crossoverGains, [g]);
+  assert.equal(benchRecord({ ...input(), crossoverGains: [] }).crossoverGains, undefined);
+  assert.equal(benchRecord(input()).crossoverGains, undefined);
+});
