@@ -25,7 +25,8 @@
 #   check-sparse, check-dense   flashmla check over FlashMLA's sparse grid (368 cases) / dense grid (2,336)
 #   reliability-full   the reliability suite at full size (500 + 200 fuzz cases, 10,000 soak calls)
 #   fuzz-dense, fuzz-sparse, soak, out-of-range   the same, one part at a time (each its own limit)
-#   ncu                source-level Nsight Compute profile of the seesaw kernel at dense-compute
+#   ncu                source-level Nsight Compute profile of the seesaw kernel at dense-compute; summarize
+#                      the CSV it returns here with node scripts/ncuSummary.mjs profile-source.csv
 set -u
 out=${1:?usage: verify-and-profile.sh OUTDIR}
 log="$out/verify.log"
