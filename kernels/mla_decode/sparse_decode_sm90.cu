@@ -313,6 +313,24 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
   cursor_next(p, meta, ahead);
 #pragma unroll
   for (int r = 0; r < ROUNDS; ++r) prefetch_lines(slot[r]), prefetch_lines(slot1[r]);
+  // MLA_SPARSE_V2_EARLY_ROUND0 (a timing experiment, off in shipped builds): round 0 of the next block is
+  // issued as soon as round 0 of this one is converted, so its loads fly during round 1's conversion and
+  // the buffer wait instead of being waited for at the top (ncu: the producer's first use of its loads
+  // was its largest stall). Round 1 keeps its place, so the live registers stay two rounds.
+#ifndef MLA_SPARSE_V2_EARLY_ROUND0
+#define MLA_SPARSE_V2_EARLY_ROUND0 0
+#endif
+  constexpr bool EARLY0 = MLA_SPARSE_V2_EARLY_ROUND0 && ROUNDS == 2;
+  uint4 raw[ROUNDS][8], rope[ROUNDS][2], sc4[ROUNDS];
+  auto issue = [&](int r, int s) {  // round r's loads of slot s (none: slot 0, converted to zeros)
+    const uint8_t* tok = token_ptr(p, s >= 0 ? s : 0);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) raw[r][k] = ptx::ld_nc_v4_l2_256(tok + 64 * k + 16 * q);
+    sc4[r] = ptx::ld_nc_v4(tok + 512);
+#pragma unroll
+    for (int k = 0; k < 2; ++k) rope[r][k] = ptx::ld_nc_v4(tok + 528 + 64 * k + 16 * q);
+  };
+  if constexpr (EARLY0) issue(0, slot[0]);
   for (int it = 0; it < n_blocks; ++it) {
     const int stage = it % 2;
     uint8_t* kb = sm.k[stage];
@@ -322,18 +340,11 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
       *reinterpret_cast<uint4*>(kb + offset) = v;
       if constexpr (XO) ptx::st_async_v4(remote_kb + offset, v, remote_bar);
     };
-    // Every load of the block (both rounds) is issued before the buffer wait and the conversions.
-    uint4 raw[ROUNDS][8], rope[ROUNDS][2], sc4[ROUNDS];
+    // Every load of the block (both rounds) is issued before the buffer wait and the conversions (with
+    // EARLY0, round 0's were issued during the previous block's round-1 conversion).
     int slot2[ROUNDS];
 #pragma unroll
-    for (int r = 0; r < ROUNDS; ++r) {
-      const uint8_t* tok = token_ptr(p, slot[r] >= 0 ? slot[r] : 0);  // no slot: read slot 0, write zeros
-#pragma unroll
-      for (int k = 0; k < 8; ++k) raw[r][k] = ptx::ld_nc_v4_l2_256(tok + 64 * k + 16 * q);
-      sc4[r] = ptx::ld_nc_v4(tok + 512);
-#pragma unroll
-      for (int k = 0; k < 2; ++k) rope[r][k] = ptx::ld_nc_v4(tok + 528 + 64 * k + 16 * q);
-    }
+    for (int r = EARLY0 ? 1 : 0; r < ROUNDS; ++r) issue(r, slot[r]);
 #pragma unroll
     for (int r = 0; r < ROUNDS; ++r) slot2[r] = cursor_slot(p, meta, ahead, s_idx, token_of(r));
     // With crossover every CTA writes all 64 valid flags: their index loads go out with the gathers (read
@@ -361,6 +372,7 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
       if constexpr (!XO) {
         if (q == 0) sm.valid[stage][token] = valid ? 1 : 0;
       }
+      if (EARLY0 && r == 0) issue(0, slot1[0]);  // the next block's round 0 (past the walk: slot 0, unused)
     }
     if constexpr (XO) {  // both CTAs read the same index row: each sets all 64 flags itself
       if (t < 64) sm.valid[stage][t] = flag_slot >= 0 ? 1 : 0;
