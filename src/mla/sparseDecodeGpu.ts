@@ -38,14 +38,14 @@ export interface SparseDecodeOptions {
  * checks both kernels against mlaDecodeReference on the H200.
  */
 export function sparseDecodeGpu(args: FlashMlaWithKvcacheArgs, opts: SparseDecodeOptions = {}): FlashMlaResult {
+  // The options first (they need no tensor), then the arguments; all before anything is allocated.
+  const producer = opts.producer ?? "v2";
+  if (producer !== "v1" && producer !== "v2" && producer !== "v3") throw new ArgumentError(FN, "producer", '"v1", "v2" or "v3"', String(producer));
+  if (producer === "v3" && opts.crossover) throw new ArgumentError(FN, "producer", '"v1" or "v2" with crossover (v3 runs without it)', '"v3" with crossover: true');
   const shape = validateSparseArgs(args);
   if (opts.crossover && shape.num_head_tiles !== 2) {
     throw new ArgumentError(FN, "crossover", "h_q = 128 (a cluster of the two 64-head CTAs of a query token)", `h_q = ${shape.h_q}`);
   }
-  // Before anything is allocated, so a bad option leaks nothing.
-  const producer = opts.producer ?? "v2";
-  if (producer !== "v1" && producer !== "v2" && producer !== "v3") throw new ArgumentError(FN, "producer", '"v1", "v2" or "v3"', String(producer));
-  if (producer === "v3" && opts.crossover) throw new ArgumentError(FN, "producer", '"v1" or "v2" with crossover (v3 runs without it)', '"v3" with crossover: true');
   const { q, kCache, stream } = args;
   const indices = args.indices!;
   const meta = args.schedMeta;

@@ -5,6 +5,7 @@ import { flashMlaWithKvcache, validateDenseArgs, type FlashMlaWithKvcacheArgs } 
 import { getMlaMetadata, MlaSchedMeta } from "../../../src/mla/MlaSchedMeta.js";
 import { referenceArgs } from "../../../src/mla/referenceArgs.js";
 import { isSparseCall, SPARSE_HEAD_COUNTS, validateSparseArgs } from "../../../src/mla/sparseArgs.js";
+import { sparseDecodeGpu } from "../../../src/mla/sparseDecodeGpu.js";
 import { Tensor } from "../../../src/runtime/Tensor.js";
 import { makeSparseCase } from "../../helpers/makeDecodeCase.js";
 
@@ -205,4 +206,21 @@ test("flashMlaWithKvcache() routes a call with indices to the sparse path and re
   assert.throws(() => flashMlaWithKvcache(args()), /argument 'q': expected a CUDA tensor, got a cpu tensor/);
   // The dense validator still turns sparse arguments away on its own.
   assert.throws(() => validateDenseArgs(args(), false), /argument 'indices': expected the dense path here/);
+});
+
+test("sparseDecodeGpu() refuses a bad producer option, naming it, before it looks at the tensors", () => {
+  const a = args();
+  assert.throws(() => sparseDecodeGpu(a, { producer: "v4" as "v2" }), (e: unknown) => {
+    assert.ok(e instanceof ArgumentError);
+    assert.match(e.message, /producer/);
+    assert.match(e.message, /"v1", "v2" or "v3"/);
+    assert.match(e.message, /v4/);
+    return true;
+  });
+  assert.throws(() => sparseDecodeGpu(a, { producer: "v3", crossover: true }), (e: unknown) => {
+    assert.ok(e instanceof ArgumentError);
+    assert.match(e.message, /"v1" or "v2" with crossover \(v3 runs without it\)/);
+    return true;
+  });
+  assert.equal(a.schedMeta.initialized, false);
 });
