@@ -4,11 +4,12 @@ import { DENSE_KERNELS, flashMlaWithKvcache, type DenseKernelName } from "../../
 import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
 import { mlaDecodeReference, type MlaDecodeReferenceArgs, type ReferenceRow } from "../../../src/mla/mlaDecodeReference.js";
 import { bf16ArrayToF32 } from "../../../src/numeric/bf16.js";
-import { assertClose, DENSE_LSE_TOL, DENSE_OUT_TOL } from "../../../src/numeric/compare.js";
+import { DENSE_LSE_TOL, DENSE_OUT_TOL } from "../../../src/numeric/compare.js";
 import { fp16ArrayToF32 } from "../../../src/numeric/fp16.js";
 import { Rng } from "../../../src/numeric/random.js";
 import { Stream } from "../../../src/runtime/Stream.js";
 import { Tensor } from "../../../src/runtime/Tensor.js";
+import { assertDecodeClose } from "../../helpers/compareDecode.js";
 import { describeGpu } from "../../helpers/gpu.js";
 import { padded, uploadStorage } from "../../helpers/strided.js";
 import { makeDenseCase, NAN_HALF_BITS, UNUSED_BLOCK_ID } from "../../helpers/makeDecodeCase.js";
@@ -167,24 +168,7 @@ function runCase(f: FuzzCase, stream: Stream): boolean {
 
     const rows = rowsToCheck(f);
     const ref = mlaDecodeReference(built.host, { rows });
-    const refLse = ref.lse.host as Float32Array;
-    if (rows === undefined) {
-      assertClose(gotOut, ref.outF32, DENSE_OUT_TOL, { shape: [f.b, f.s_q, f.h_q, D_V], name: "out", roundReferenceTo: f.dtype });
-      assertClose(gotLse, refLse, DENSE_LSE_TOL, { shape: [f.b, f.h_q, f.s_q], name: "lse" });
-      return false;
-    }
-    const a = new Float32Array(rows.length * D_V), r = new Float32Array(rows.length * D_V);
-    const la = new Float32Array(rows.length), lr = new Float32Array(rows.length);
-    rows.forEach(({ batch, token, head }, n) => {
-      const base = ((batch * f.s_q + token) * f.h_q + head) * D_V;
-      a.set(gotOut.subarray(base, base + D_V), n * D_V);
-      r.set(ref.outF32.subarray(base, base + D_V), n * D_V);
-      la[n] = gotLse[(batch * f.h_q + head) * f.s_q + token];
-      lr[n] = refLse[(batch * f.h_q + head) * f.s_q + token];
-    });
-    assertClose(a, r, DENSE_OUT_TOL, { shape: [rows.length, D_V], name: "out (sampled rows, see rowsToCheck)", roundReferenceTo: f.dtype });
-    assertClose(la, lr, DENSE_LSE_TOL, { name: "lse (sampled rows)" });
-    return true;
+    return assertDecodeClose({ out: gotOut, lse: gotLse }, { out: ref.outF32, lse: ref.lse.host as Float32Array }, f, rows, { out: DENSE_OUT_TOL, lse: DENSE_LSE_TOL }, f.dtype);
   } finally {
     if (f.useStream) stream.synchronize();
     for (const t of outs) t.dispose();

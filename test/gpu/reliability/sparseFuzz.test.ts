@@ -6,11 +6,12 @@ import { sparseDecodeGpu } from "../../../src/mla/sparseDecodeGpu.js";
 import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
 import { mlaDecodeReference, type MlaDecodeReferenceArgs, type ReferenceRow } from "../../../src/mla/mlaDecodeReference.js";
 import { bf16ArrayToF32 } from "../../../src/numeric/bf16.js";
-import { assertClose, SPARSE_LSE_TOL, SPARSE_OUT_TOL } from "../../../src/numeric/compare.js";
+import { SPARSE_LSE_TOL, SPARSE_OUT_TOL } from "../../../src/numeric/compare.js";
 import { FP8_TOKEN_BYTES } from "../../../src/numeric/kvCacheFp8.js";
 import { Rng } from "../../../src/numeric/random.js";
 import { Stream } from "../../../src/runtime/Stream.js";
 import { Tensor } from "../../../src/runtime/Tensor.js";
+import { assertDecodeClose } from "../../helpers/compareDecode.js";
 import { describeGpu } from "../../helpers/gpu.js";
 import { padded, uploadStorage } from "../../helpers/strided.js";
 import { makeSparseCase, NAN_HALF_BITS, type SparseCase } from "../../helpers/makeDecodeCase.js";
@@ -293,23 +294,8 @@ function runCase(f: SparseFuzzCase, stream: Stream): { sampled: boolean; attende
 
     const rows = rowsToCheck(f);
     const ref = mlaDecodeReference(built.host, { rows });
-    const refLse = ref.lse.host as Float32Array;
-    if (rows === undefined) {
-      assertClose(gotOut, ref.outF32, SPARSE_OUT_TOL, { shape: [f.b, f.s_q, f.h_q, D_V], name: "out", roundReferenceTo: "bf16" });
-      assertClose(gotLse, refLse, SPARSE_LSE_TOL, { shape: [f.b, f.h_q, f.s_q], name: "lse" });
-      return { sampled: false, attended: built.attended };
-    }
-    const a = new Float32Array(rows.length * D_V), r = new Float32Array(rows.length * D_V);
-    const la = new Float32Array(rows.length), lr = new Float32Array(rows.length);
-    rows.forEach(({ batch, token, head }, n) => {
-      const base = ((batch * f.s_q + token) * f.h_q + head) * D_V;
-      a.set(gotOut.subarray(base, base + D_V), n * D_V);
-      r.set(ref.outF32.subarray(base, base + D_V), n * D_V);
-      la[n] = gotLse[(batch * f.h_q + head) * f.s_q + token];
-      lr[n] = refLse[(batch * f.h_q + head) * f.s_q + token];
-    });
-    assertClose(a, r, SPARSE_OUT_TOL, { shape: [rows.length, D_V], name: "out (sampled rows, see rowsToCheck)", roundReferenceTo: "bf16" });
-    assertClose(la, lr, SPARSE_LSE_TOL, { name: "lse (sampled rows)" });
+    const sampled = assertDecodeClose({ out: gotOut, lse: gotLse }, { out: ref.outF32, lse: ref.lse.host as Float32Array }, f, rows, { out: SPARSE_OUT_TOL, lse: SPARSE_LSE_TOL }, "bf16");
+    if (!sampled) return { sampled, attended: built.attended };
     // Rows outside the sample are not compared, but none may be NaN (a poisoned token read, or an unwritten row).
     const nan = gotOut.findIndex((v) => Number.isNaN(v));
     assert.equal(nan, -1, `out holds NaN at flat index ${nan} (outside the sampled rows)`);

@@ -1,0 +1,37 @@
+import type { ReferenceRow } from "../../src/mla/mlaDecodeReference.js";
+import { assertClose, type Tolerance } from "../../src/numeric/compare.js";
+
+const D_V = 512;
+
+/**
+ * Compares a decode's out [b, s_q, h_q, 512] and lse [b, h_q, s_q] with the reference: every element when
+ * `rows` is undefined, else only those rows (gathered, so one tolerance check covers them all).
+ * Throws on a mismatch; returns whether rows were sampled.
+ */
+export function assertDecodeClose(
+  got: { out: Float32Array; lse: Float32Array },
+  ref: { out: Float32Array; lse: Float32Array },
+  dims: { b: number; s_q: number; h_q: number },
+  rows: readonly ReferenceRow[] | undefined,
+  tol: { out: Tolerance; lse: Tolerance },
+  roundReferenceTo: "bf16" | "fp16",
+): boolean {
+  const { b, s_q, h_q } = dims;
+  if (rows === undefined) {
+    assertClose(got.out, ref.out, tol.out, { shape: [b, s_q, h_q, D_V], name: "out", roundReferenceTo });
+    assertClose(got.lse, ref.lse, tol.lse, { shape: [b, h_q, s_q], name: "lse" });
+    return false;
+  }
+  const a = new Float32Array(rows.length * D_V), r = new Float32Array(rows.length * D_V);
+  const la = new Float32Array(rows.length), lr = new Float32Array(rows.length);
+  rows.forEach(({ batch, token, head }, n) => {
+    const base = ((batch * s_q + token) * h_q + head) * D_V;
+    a.set(got.out.subarray(base, base + D_V), n * D_V);
+    r.set(ref.out.subarray(base, base + D_V), n * D_V);
+    la[n] = got.lse[(batch * h_q + head) * s_q + token];
+    lr[n] = ref.lse[(batch * h_q + head) * s_q + token];
+  });
+  assertClose(a, r, tol.out, { shape: [rows.length, D_V], name: "out (sampled rows, see rowsToCheck)", roundReferenceTo });
+  assertClose(la, lr, tol.lse, { name: "lse (sampled rows)" });
+  return true;
+}
