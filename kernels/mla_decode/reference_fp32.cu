@@ -12,6 +12,17 @@ MLA_EXPORT_LAYOUT(sparse_ref_params_layout, mla::SparseRefParams, MLA_OFFSETS_SP
 namespace {
 constexpr int THREADS = 256;
 
+// The maximum of `v` over the block's THREADS threads (red: THREADS / 32 floats of shared memory; the
+// caller syncs before red is written again).
+__device__ __forceinline__ float block_max(float v, float* red, int tid) {
+  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, off));
+  if (tid % 32 == 0) red[tid / 32] = v;
+  __syncthreads();
+  float mx = red[0];
+  for (int w = 1; w < THREADS / 32; ++w) mx = fmaxf(mx, red[w]);
+  return mx;
+}
+
 __device__ __forceinline__ float load_elem(const void* base, long long i, bool is_fp16) {
   const uint16_t bits = static_cast<const uint16_t*>(base)[i];
   return is_fp16 ? __half2float(__ushort_as_half(bits)) : __uint_as_float(static_cast<uint32_t>(bits) << 16);
@@ -46,12 +57,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) mla_dense_reference_fp32(c
       sc = dot * p.softmax_scale;
     }
     score[tid] = sc;
-    float mx = sc;
-    for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, off));
-    if (tid % 32 == 0) red[tid / 32] = mx;
-    __syncthreads();
-    mx = red[0];
-    for (int w = 1; w < THREADS / 32; ++w) mx = fmaxf(mx, red[w]);
+    const float mx = block_max(sc, red, tid);
     const float m_new = fmaxf(m, mx);
     const float corr = m == -INFINITY ? 0.0f : expf(m - m_new);
     acc0 *= corr, acc1 *= corr, l *= corr;
@@ -123,12 +129,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) mla_sparse_reference_fp32(
     }
     score[tid] = sc;
     slot_of[tid] = id;
-    float mx = sc;
-    for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, off));
-    if (tid % 32 == 0) red[tid / 32] = mx;
-    __syncthreads();
-    mx = red[0];
-    for (int w = 1; w < THREADS / 32; ++w) mx = fmaxf(mx, red[w]);
+    const float mx = block_max(sc, red, tid);
     if (mx != -INFINITY) {
       const float m_new = fmaxf(m, mx);
       const float corr = any ? expf(m - m_new) : 0.0f;
