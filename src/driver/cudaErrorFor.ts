@@ -6,12 +6,12 @@ import { loadKoffi } from "./loadKoffi.js";
 /**
  * Builds the CudaError for `code` returned by `callName`, asking the driver for the code's name
  * and description (cuGetErrorName / cuGetErrorString) and falling back to cuda.h's names when the
- * driver cannot answer.
+ * driver cannot answer. `detail` (what the caller can do) goes after the description.
  */
-export function cudaErrorFor(api: DriverApi | undefined, code: number, callName: string): CudaError {
+export function cudaErrorFor(api: DriverApi | undefined, code: number, callName: string, detail?: string): CudaError {
   const name = api ? driverString(api.cuGetErrorName, code) : undefined;
   const description = api ? driverString(api.cuGetErrorString, code) : undefined;
-  return new CudaError(callName, code, name ?? cuResultName(code), description ?? "no description from the driver");
+  return new CudaError(callName, code, name ?? cuResultName(code), description ?? "no description from the driver", detail);
 }
 
 function driverString(fn: (code: number, out: ArrayBufferView) => number, code: number): string | undefined {

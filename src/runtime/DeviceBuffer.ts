@@ -1,7 +1,6 @@
 import { ArgumentError } from "../errors/ArgumentError.js";
 import { check } from "../driver/check.js";
 import { cudaErrorFor } from "../driver/cudaErrorFor.js";
-import { CudaError } from "../errors/CudaError.js";
 import { Device, driverOn } from "./Device.js";
 import { DisposeOnce } from "./DisposeOnce.js";
 import type { Stream } from "./Stream.js";
@@ -76,14 +75,13 @@ export class DeviceBuffer {
     const api = driverOn(deviceOrdinal);
     const result = api.cuMemAlloc_v2(out, sizeBytes);
     if (result === CUDA_ERROR_OUT_OF_MEMORY) {
-      const e = cudaErrorFor(api, result, "cuMemAlloc_v2");
       let info: { free: number; total: number } | undefined;
       try {
         info = Device.get(deviceOrdinal).memInfo();
       } catch {
         info = undefined;  // the error to report is the allocation's
       }
-      throw new CudaError(e.callName, e.code, e.errorName, e.errorString, outOfMemoryDetail(sizeBytes, deviceOrdinal, info));
+      throw cudaErrorFor(api, result, "cuMemAlloc_v2", outOfMemoryDetail(sizeBytes, deviceOrdinal, info));
     }
     check(result, "cuMemAlloc_v2");
     return new DeviceBuffer(out[0], sizeBytes, deviceOrdinal);
