@@ -11,6 +11,9 @@
 __device__ __forceinline__ void bar_sync(unsigned id, unsigned n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
 __device__ __forceinline__ void barrier_sync(unsigned id, unsigned n) { asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
 __device__ __forceinline__ void bar_arrive(unsigned id, unsigned n) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory"); }
+template <int N> __device__ __forceinline__ void regs_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N)); }
+template <int N> __device__ __forceinline__ void regs_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N)); }
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
 // MODE 0: 256 threads, both warpgroups on barrier 1 with count 256 (every thread of the CTA).
 // MODE 1: 384 threads, warpgroup 0 idles (returns at once), warpgroups 1 and 2 exchange on (1, 256).
@@ -26,6 +29,11 @@ __device__ __forceinline__ void bar_arrive(unsigned id, unsigned n) { asm volati
 //         four of the writer writes y[lane / 4]; a full barrier (1); every reader lane reads it.
 // MODE 8: as 7, and before each round both warpgroups wait on an mbarrier that warpgroup 0 (alive)
 //         completes, as the consumers wait on the producer's kfull barrier.
+// MODES 9-12 add to 7 one more thing the kernels do (7 and 8 drew no report, the kernels still do):
+// MODE 9:  setmaxnreg (warpgroup 0 gives registers up, the two exchanging warpgroups take more).
+// MODE 10: a 128-thread named barrier (3, 128) inside the writer warpgroup after its write (BAR_WG0).
+// MODE 11: fence.proxy.async.shared::cta after the write (the kernels publish P and the scales with it).
+// MODE 12: all of 8, 9, 10 and 11 at once.
 __device__ __forceinline__ unsigned smem_u32(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
 __device__ __forceinline__ void mbar_init(unsigned long long* b, unsigned n) { asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(b)), "r"(n) : "memory"); }
 __device__ __forceinline__ void mbar_arrive(unsigned long long* b) { asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(b)) : "memory"); }
@@ -34,11 +42,17 @@ __device__ __forceinline__ void mbar_wait(unsigned long long* b, unsigned parity
 }
 
 template <int MODE>
-__global__ void probe(float* out, volatile int* flag) {
+__global__ void __launch_bounds__(384, 1) probe(float* out, volatile int* flag) {
   __shared__ float x[128];
   __shared__ float y[128];
   __shared__ unsigned long long full[4];  // one per round: each completes once (phase 0)
-  if (MODE == 8) {
+  constexpr bool MBAR = MODE == 8 || MODE == 12, REGS = MODE == 9 || MODE == 12, BAR128 = MODE == 10 || MODE == 12,
+                 FENCE = MODE == 11 || MODE == 12;
+  if (REGS) {  // 384 threads start with 168 registers: 40 + 2 x 232 = 504
+    if (threadIdx.x < 128) regs_dec<40>();
+    else regs_inc<232>();
+  }
+  if (MBAR) {
     if (threadIdx.x == 0)
       for (int r = 0; r < 4; ++r) mbar_init(&full[r], 128);
     __syncthreads();
@@ -50,8 +64,8 @@ __global__ void probe(float* out, volatile int* flag) {
       return;
     }
   }
-  if (MODE == 7 || MODE == 8) {
-    if (MODE == 7 && threadIdx.x < 128) {
+  if (MODE >= 7) {
+    if (!MBAR && threadIdx.x < 128) {
       if (threadIdx.x == 0)
         while (flag[blockIdx.x] == 0) __nanosleep(100);
       __syncwarp();
@@ -60,9 +74,11 @@ __global__ void probe(float* out, volatile int* flag) {
     const int wg7 = threadIdx.x / 128, lane7 = threadIdx.x % 128;
     float acc7 = 0.0f;
     for (int r = 0; r < 4; ++r) {
-      if (MODE == 8) mbar_wait(&full[r], 0);
+      if (MBAR) mbar_wait(&full[r], 0);
       if (r > 0) bar_sync(2, 256);
       if (wg7 == 1 && lane7 % 4 == 0) y[lane7 / 4] = float(r * 1000 + lane7 / 4);
+      if (FENCE && wg7 == 1) fence_proxy_async();
+      if (BAR128 && wg7 == 1) bar_sync(3, 128);
       bar_sync(1, 256);
       if (wg7 == 2) acc7 += y[(lane7 / 4 + 1) % 32];
     }
@@ -142,7 +158,7 @@ static int run(const char* what, int threads) {
   cudaMemcpy(h, out, sizeof h, cudaMemcpyDeviceToHost);
   cudaFree(out);
   cudaFree(flag);
-  const float want = MODE >= 3 && MODE != 6 ? 6000.0f + 4 * 1.0f : 1.0f;  // lane 0 reads element 1 in each round
+  const float want = MODE >= 3 && MODE != 6 ? 6000.0f + 4 * 1.0f : 1.0f;  // (modes 7-12: 1000 (0+1+2+3) + 4 x 1)  // lane 0 reads element 1 in each round
   std::printf("mode %d (%s): %s, lane 0 read %.0f (want %.0f)\n", MODE, what, cudaGetErrorString(e), h[0], want);
   return e == cudaSuccess && h[0] == want ? 0 : 1;
 }
@@ -157,6 +173,10 @@ int main() {
   bad += run<6>("384 threads, warpgroup 0 alive (polling), bar.sync 1,256", 384);
   bad += run<7>("384 threads, the kernels' exchange shape (lane-conditional writes, 4 rounds), warpgroup 0 alive", 384);
   bad += run<8>("as 7, both warpgroups waiting on an mbarrier each round", 384);
+  bad += run<9>("as 7, with setmaxnreg", 384);
+  bad += run<10>("as 7, with a 128-thread named barrier in the writer", 384);
+  bad += run<11>("as 7, with fence.proxy.async after the write", 384);
+  bad += run<12>("as 7 with all of 8-11", 384);
   bad += run<5>("384 threads, 4 rounds, full barriers for y, an arrive/sync pair beside", 384);
   std::printf("%s\n", bad ? "probe: WRONG RESULT" : "probe: all results right");
   return bad;

@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { benchCycleBudget } from "../../../src/bench/benchCycleBudget.js";
 import { BENCH_KERNELS } from "../../../src/bench/benchKernels.js";
-import { crossoverGain, crossoverGainText, crossoverPartner, wantsCrossoverGain } from "../../../src/bench/crossoverGain.js";
+import { crossoverGain, crossoverGainKernels, crossoverGainText, crossoverGainVia, crossoverPartner, wantsCrossoverGain } from "../../../src/bench/crossoverGain.js";
 import { SPARSE_DEFAULT } from "../../../src/mla/flashMlaWithKvcache.js";
 import { ROOFS, timedResult } from "./fakeBenchResults.js";
 
@@ -16,18 +16,36 @@ test("crossoverPartner() pairs each sparse kernel with the same producer and the
   assert.equal(crossoverPartner(BENCH_KERNELS.sparse_crossover)?.name, "sparse_v1");
   assert.equal(crossoverPartner(BENCH_KERNELS.sparse_v2)?.name, "sparse_crossover_v2");
   assert.equal(crossoverPartner(BENCH_KERNELS.sparse_crossover_v2)?.name, "sparse_v2");
-  // The API default (plain, v2) is paired with crossover v2.
-  assert.equal(SPARSE_DEFAULT.crossover, false);
-  assert.equal(crossoverPartner(BENCH_KERNELS.sparse)?.name, "sparse_crossover_v2");
-  // No partner: v3 (no crossover form) and the dense kernels.
+  // No partner: v3 (no crossover form, the API default) and the dense kernels.
+  assert.deepEqual(SPARSE_DEFAULT, { crossover: false, producer: "v3" });
+  assert.equal(crossoverPartner(BENCH_KERNELS.sparse), undefined);
   assert.equal(crossoverPartner(BENCH_KERNELS.sparse_v3), undefined);
   assert.equal(crossoverPartner(BENCH_KERNELS.dense_seesaw_fast), undefined);
 });
 
-test("wantsCrossoverGain() only for sparse h_q = 128 cases that ran ok with a kernel that has a partner", () => {
+test("crossoverGainKernels(): the partner, or for v3 (and the default) the v2 pair; nothing for dense", () => {
+  const names = (k: keyof typeof BENCH_KERNELS) => crossoverGainKernels(BENCH_KERNELS[k]).map((x) => x.name);
+  assert.deepEqual(names("sparse_v2"), ["sparse_crossover_v2"]);
+  assert.deepEqual(names("sparse_crossover"), ["sparse_v1"]);
+  assert.deepEqual(names("sparse_v3"), ["sparse_v2", "sparse_crossover_v2"]);
+  assert.deepEqual(names("sparse"), ["sparse_v2", "sparse_crossover_v2"]);
+  assert.deepEqual(names("dense_seesaw_fast"), []);
+});
+
+test("crossoverGainVia() quotes the pair's gain and the timed kernel's own time", () => {
+  const v3 = sparseResult("sparse-v32", 443.5, "sparse_v3", false);
+  const g = crossoverGainVia(v3, sparseResult("sparse-v32", 482.4, "sparse_v2", false), sparseResult("sparse-v32", 540.1, "sparse_crossover_v2", true))!;
+  assert.equal(g.plainKernel, "sparse_v2");
+  assert.deepEqual(g.via, { kernel: "sparse_v3", us: 443.5 });
+  assert.equal(crossoverGainText(g), "crossover gain at sparse-v32: 0.89× (sparse_v2 482.4 µs, sparse_crossover_v2 540.1 µs; sparse_v3 has no crossover form: 443.5 µs)");
+  const { timeUs: _t, ...untimed } = v3;
+  assert.equal(crossoverGainVia(untimed, sparseResult("sparse-v32", 482.4, "sparse_v2", false), sparseResult("sparse-v32", 540.1, "sparse_crossover_v2", true)), undefined);
+});
+
+test("wantsCrossoverGain() only for sparse h_q = 128 cases that ran ok with a kernel that has crossover-gain runs", () => {
   const v32 = sparseResult("sparse-v32", 490, "sparse_v2", false);
   assert.equal(wantsCrossoverGain(v32, BENCH_KERNELS.sparse_v2), true);
-  assert.equal(wantsCrossoverGain(v32, BENCH_KERNELS.sparse_v3), false);
+  assert.equal(wantsCrossoverGain(v32, BENCH_KERNELS.sparse_v3), true);  // through the v2 pair
   assert.equal(wantsCrossoverGain({ ...v32, status: "check-failed" }, BENCH_KERNELS.sparse_v2), false);
   assert.equal(wantsCrossoverGain(sparseResult("sparse-v32-h64", 258, "sparse_v2", false), BENCH_KERNELS.sparse_v2), false);
   assert.equal(wantsCrossoverGain(timedResult("dense-compute", 552), BENCH_KERNELS.dense_seesaw_fast), false);
