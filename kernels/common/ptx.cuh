@@ -372,6 +372,28 @@ __device__ __forceinline__ void wgmma_m64n128k16_ss_transb(float (&d)[128], uint
   }
 }
 
+// The same with A from registers (4 x b32 of 16-bit pairs, as wgmma_m64n256k16_rs_transb).
+template <typename T, int OFF>
+__device__ __forceinline__ void wgmma_m64n128k16_rs_transb(float (&d)[128], const uint32_t (&a)[4], uint64_t desc_b) {
+  static_assert(OFF == 0 || OFF == 64, "the left or the right half of the accumulator");
+#ifdef MLA_ABLATE_MMA  // timing experiment only: no tensor-core work
+  return;
+#endif
+  if constexpr (T::is_fp16) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " FLASHMLA_ACC64_OPS
+                 ", {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
+                 : FLASHMLA_ACC32_AT(d, OFF), FLASHMLA_ACC32_AT(d, OFF + 32)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+  } else {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " FLASHMLA_ACC64_OPS
+                 ", {%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
+                 : FLASHMLA_ACC32_AT(d, OFF), FLASHMLA_ACC32_AT(d, OFF + 32)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+  }
+}
+
 // ---- register reallocation between warpgroups (PTX ISA §9.7.17.x setmaxnreg) ----------------------
 
 // setmaxnreg.inc / .dec: hand registers from the producer warpgroup to the consumers. Needs a register
@@ -427,11 +449,17 @@ __device__ __forceinline__ void prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
+// MLA_GATHER_L1 (timing experiment): the L1 eviction policy of the gather loads below, as a PTX
+// qualifier: "L1::no_allocate" (shipped), "L1::evict_last", "L1::evict_normal".
+#ifndef MLA_GATHER_L1
+#define MLA_GATHER_L1 "L1::no_allocate"
+#endif
+
 // ld.global.nc.L1::no_allocate.v4: a 16-byte read-only load that does not pollute L1 (gathered KV tokens
 // are read once per CTA).
 __device__ __forceinline__ uint4 ld_nc_v4(const void* p) {
   uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  asm volatile("ld.global.nc." MLA_GATHER_L1 ".v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
 }
 
@@ -439,7 +467,7 @@ __device__ __forceinline__ uint4 ld_nc_v4(const void* p) {
 // block around it on a miss (a 656-byte FP8 token spans three: the neighbours' loads then hit L2).
 __device__ __forceinline__ uint4 ld_nc_v4_l2_256(const void* p) {
   uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  asm volatile("ld.global.nc." MLA_GATHER_L1 ".L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
 }
 

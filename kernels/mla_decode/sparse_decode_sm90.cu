@@ -39,7 +39,12 @@ constexpr int LAUNCH_REGS_V3 = (65536 / THREADS_V3) / 8 * 8;
 constexpr int WG0_REGS_V3 = 208, WG1_REGS_V3 = 160, PRODUCER_REGS_V3 = 72;  // 216 / 160 / 64 spilled 40 B
 static_assert(WG0_REGS_V3 + WG1_REGS_V3 + 2 * PRODUCER_REGS_V3 <= 4 * LAUNCH_REGS_V3, "setmaxnreg within the CTA's registers");
 
-enum : uint32_t { BAR_CONSUMERS = 1, BAR_P_READY = 2, BAR_P_FREE = 3, BAR_L_READY = 4, BAR_WG0 = 5 };
+enum : uint32_t { BAR_CONSUMERS = 1, BAR_P_READY = 2, BAR_P_FREE = 3, BAR_L_READY = 4 };
+
+// MLA_SPARSE_SKIP_UNIT_RESCALE (a timing experiment until measured): skip O's rescale where it is by 1.
+#ifndef MLA_SPARSE_SKIP_UNIT_RESCALE
+#define MLA_SPARSE_SKIP_UNIT_RESCALE 0
+#endif
 
 struct __align__(1024) Smem {
   uint8_t q[QK_BYTES];
@@ -124,11 +129,27 @@ __device__ __forceinline__ int walk_blocks(const SparseParams& p, const SchedMet
 
 // The cache slot of entry `token` of the cursor's block, or -1 where there is none to read (past the
 // walk, past the request's top-k length, -1, or outside the cache: never dereferenced).
-__device__ __forceinline__ int cursor_slot(const SparseParams& p, const SchedMeta& meta, const Cursor& c, int s_idx, int token) {
+// Split in two so the index load is issued early and waited for only where the slot is used: the load
+// always goes out, branch-free (entry 0 of the part's last request, always inside the indices, stands in
+// where there is nothing to read), and `slot_of` applies the checks later. With the checks next to the
+// load (a branch around it) ptxas waited for the load right there: 12 % of the v3 kernel's warp samples
+// in ncu on the H200 were that one compare.
+struct PendingSlot {
+  int id;
+  bool in;  // the entry exists: inside the walk and the request's top-k length
+};
+
+__device__ __forceinline__ PendingSlot cursor_index(const SparseParams& p, const SchedMeta& meta, const Cursor& c, int s_idx, int token) {
   const int pos = c.blk * BLOCK_N + token;
-  if (!cursor_valid(meta, c) || pos >= c.len) return -1;
-  const int id = p.indices[c.req * p.indices_batch_stride + s_idx * p.indices_token_stride + pos];
-  return id >= 0 && id < p.num_slots ? id : -1;
+  const bool in = cursor_valid(meta, c) && pos < c.len;
+  const long long at = static_cast<long long>(in ? c.req : meta.end_req_idx) * p.indices_batch_stride + s_idx * p.indices_token_stride + (in ? pos : 0);
+  return {__ldg(p.indices + at), in};
+}
+
+__device__ __forceinline__ int slot_of(const SparseParams& p, PendingSlot e) { return e.in && e.id >= 0 && e.id < p.num_slots ? e.id : -1; }
+
+__device__ __forceinline__ int cursor_slot(const SparseParams& p, const SchedMeta& meta, const Cursor& c, int s_idx, int token) {
+  return slot_of(p, cursor_index(p, meta, c, s_idx, token));
 }
 
 __device__ __forceinline__ const uint8_t* token_ptr(const SparseParams& p, int slot) {
@@ -342,14 +363,15 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
     };
     // Every load of the block (both rounds) is issued before the buffer wait and the conversions (with
     // EARLY0, round 0's were issued during the previous block's round-1 conversion).
-    int slot2[ROUNDS];
+    PendingSlot pending2[ROUNDS];
 #pragma unroll
     for (int r = EARLY0 ? 1 : 0; r < ROUNDS; ++r) issue(r, slot[r]);
 #pragma unroll
-    for (int r = 0; r < ROUNDS; ++r) slot2[r] = cursor_slot(p, meta, ahead, s_idx, token_of(r));
+    for (int r = 0; r < ROUNDS; ++r) pending2[r] = cursor_index(p, meta, ahead, s_idx, token_of(r));
     // With crossover every CTA writes all 64 valid flags: their index loads go out with the gathers (read
     // at the end of the block they stalled the producer: 7 % of its samples in ncu).
-    const int flag_slot = XO && t < 64 ? cursor_slot(p, meta, cur, s_idx, t) : -1;
+    PendingSlot flag_entry{-1, false};
+    if constexpr (XO) flag_entry = cursor_index(p, meta, cur, s_idx, t < 64 ? t : 0);
     // The buffer is free once the consumers (of both CTAs, with crossover) released it. The peer's
     // consumers arrive here (relaxed) after their reads completed; this wait only has to order this
     // thread's later writes after that, which a CTA-scope wait does without invalidating L1.
@@ -375,13 +397,14 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
       if (EARLY0 && r == 0) issue(0, slot1[0]);  // the next block's round 0 (past the walk: slot 0, unused)
     }
     if constexpr (XO) {  // both CTAs read the same index row: each sets all 64 flags itself
-      if (t < 64) sm.valid[stage][t] = flag_slot >= 0 ? 1 : 0;
+      if (t < 64) sm.valid[stage][t] = slot_of(p, flag_entry) >= 0 ? 1 : 0;
     }
     ptx::fence_proxy_async_smem();  // the consumers' wgmma reads these generic writes
     if (XO && t == 0) ptx::mbarrier_arrive_expect_tx(&sm.kfull[stage], 32 * D_QK * 2);  // + the peer's half
     else ptx::mbarrier_arrive(&sm.kfull[stage]);
+    int slot2[ROUNDS];
 #pragma unroll
-    for (int r = 0; r < ROUNDS; ++r) prefetch_lines(slot2[r]);
+    for (int r = 0; r < ROUNDS; ++r) slot2[r] = slot_of(p, pending2[r]), prefetch_lines(slot2[r]);
 #pragma unroll
     for (int r = 0; r < ROUNDS; ++r) slot[r] = slot1[r], slot1[r] = slot2[r];
     cursor_next(p, meta, cur);
@@ -448,6 +471,19 @@ template <typename T, int WG, bool XO, bool SPLIT_PV = false>
 __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const SchedMeta& meta, int h0, int s_idx) {
   // O (+)= P·V over this warpgroup's 256 columns (V from `v_base`, 4 tiles), as one m64n256 wgmma per
   // 16 tokens or, for the 512-thread kernel, two m64n128 (columns 0-127, tiles 0-1; 128-255, tiles 2-3).
+  // WG0 takes P from its registers (RS), as it has them: no read of sm.p and no wait for its other warps'
+  // stores (a 128-thread barrier per block before).
+  auto pv_regs = [](float (&o)[128], const uint32_t (&a)[4][4], uint32_t v_base) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if constexpr (SPLIT_PV) {
+        ptx::wgmma_m64n128k16_rs_transb<T, 0>(o, a[j], ptx::smem_desc_sw128(v_base + j * 2048, TILE_BYTES, 1024));
+        ptx::wgmma_m64n128k16_rs_transb<T, 64>(o, a[j], ptx::smem_desc_sw128(v_base + 2 * TILE_BYTES + j * 2048, TILE_BYTES, 1024));
+      } else {
+        ptx::wgmma_m64n256k16_rs_transb<T>(o, a[j], ptx::smem_desc_sw128(v_base + j * 2048, TILE_BYTES, 1024));
+      }
+    }
+  };
   auto pv = [](float (&o)[128], uint32_t p_base, uint32_t v_base) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -531,21 +567,26 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
         }
         ptx::fence_proxy_async_smem();
         ptx::named_barrier_arrive_unaligned(BAR_P_READY, CONSUMER_THREADS);
-        ptx::named_barrier_sync_unaligned(BAR_WG0, 128);  // all of P is in smem before W0's own wgmma reads it
+        // Once the running maxima settle most blocks rescale by exactly 1 for every row of a warp: skip
+        // the 128 multiplies then (warp-uniform, as seesaw_fast does).
+#if MLA_SPARSE_SKIP_UNIT_RESCALE
+        if (__any_sync(0xFFFFFFFFu, scale[0] != 1.0f || scale[1] != 1.0f))
+#endif
 #pragma unroll
-        for (int i = 0; i < 128; ++i) o[i] *= scale[(i >> 1) & 1];
-        // P from smem (SS) rather than registers (RS): the RS form's register operands pushed this
-        // warpgroup past its register budget.
+          for (int i = 0; i < 128; ++i) o[i] *= scale[(i >> 1) & 1];
         ptx::wgmma_fence();
-        pv(o, p_base, k_base);
+        pv_regs(o, a, k_base);
         ptx::wgmma_commit();
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
       } else {
         ptx::named_barrier_sync_unaligned(BAR_P_READY, CONSUMER_THREADS);
         const float f0 = sm.scale[16 * warp_in_wg + lane / 4], f1 = sm.scale[16 * warp_in_wg + lane / 4 + 8];
+#if MLA_SPARSE_SKIP_UNIT_RESCALE
+        if (__any_sync(0xFFFFFFFFu, f0 != 1.0f || f1 != 1.0f))
+#endif
 #pragma unroll
-        for (int i = 0; i < 128; ++i) o[i] *= ((i >> 1) & 1) ? f1 : f0;
+          for (int i = 0; i < 128; ++i) o[i] *= ((i >> 1) & 1) ? f1 : f0;
         ptx::wgmma_fence();
         pv(o, p_base, k_base + 4 * TILE_BYTES);
         ptx::wgmma_commit();

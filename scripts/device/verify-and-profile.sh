@@ -25,6 +25,7 @@
 #   check-sparse, check-dense   flashmla check over FlashMLA's sparse grid (368 cases) / dense grid (2,336)
 #   reliability-full   the reliability suite at full size (500 + 200 fuzz cases, 10,000 soak calls)
 #   fuzz-dense, fuzz-sparse, soak, out-of-range   the same, one part at a time (each its own limit)
+#   ncu-breakdown      the same kernel/case variables: the sub-metrics behind the SOL percentages (L1, SM, memory)
 #   ncu                source-level Nsight Compute profile of the seesaw kernel at dense-compute; summarize
 #                      the CSV it returns here with node scripts/ncuSummary.mjs profile-source.csv
 set -u
@@ -90,6 +91,14 @@ for step in $steps; do
       ncu --import /tmp/profile.ncu-rep --page source --print-source sass --csv > "$out/profile-source.csv" 2>> "$log"
       ncu --import /tmp/profile.ncu-rep --page details >> "$log" 2>&1
       echo "source csv: $(wc -l < "$out/profile-source.csv") lines" ;;
+    ncu-breakdown)  # which sub-unit sets the SOL figures (L1 at 85 % for sparse v3): the breakdown metrics, one launch
+      echo "===== ncu-breakdown ${NCU_KERNEL:-mla_dense_seesaw_bf16} ${NCU_CASE:-dense-compute}" >> "$log"
+      timeout ${NCU_LIMIT:-150} ncu --clock-control none --kernel-name regex:${NCU_KERNEL:-mla_dense_seesaw_bf16} --launch-count 1 \
+        --metrics breakdown:l1tex__throughput.avg.pct_of_peak_sustained_elapsed,breakdown:sm__throughput.avg.pct_of_peak_sustained_elapsed,breakdown:gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,sm__cycles_elapsed.avg,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,l1tex__data_pipe_lsu_wavefronts.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__m_xbar2l1tex_read_bytes.sum \
+        bash .gpu/enter.sh node dist/src/cli/cli.js bench --case ${NCU_CASE:-dense-compute} --kernel ${NCU_BENCH_KERNEL:-dense_seesaw_fast} --iters 20 > "$out/step.tmp" 2>&1
+      echo "== ncu-breakdown $NCU_KERNEL rc=$?"
+      grep -vE "^==PROF==|^│|^┌|^└|^├" "$out/step.tmp" | grep -E "^ +[a-z_]+__|Section|mla_" | tee -a "$out/ncu-breakdown.txt" | head -60
+      cat "$out/step.tmp" >> "$log"; rm -f "$out/step.tmp" ;;
     check-sparse) run "check --grid sparse" ${CHECK_LIMIT:-300} node dist/src/cli/cli.js check --grid sparse ;;
     check-dense) run "check --grid flashmla" ${CHECK_LIMIT:-300} node dist/src/cli/cli.js check --grid flashmla ;;
     bench-all) run "bench --all" ${BENCH_ALL_LIMIT:-200} node dist/src/cli/cli.js bench --all --json "$out/bench-all.json" --svg "$out/bench-all.svg" ;;
