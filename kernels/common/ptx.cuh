@@ -449,21 +449,23 @@ __device__ __forceinline__ void prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
-// MLA_GATHER_L1 (timing experiment): the L1 eviction policy of the gather loads below, as a PTX
-// qualifier: "L1::no_allocate" (shipped), "L1::evict_last", "L1::evict_normal".
+// The L1 policy of the gather loads below (a PTX qualifier; MLA_GATHER_L1 overrides it for timing).
+// Allocating in L1 (evict_last, as FlashMLA's gathers) rather than L1::no_allocate took the sparse v3
+// kernel from 448.3 to 403.0 µs at sparse-v32 on the H200 (evict_normal: 405.5): the kernels are bound
+// by the L1 data pipe (LSU wavefronts at 77-83 % of peak in ncu), and with allocation the second 64-byte
+// piece of a 128-byte line is an L1 hit (L2 -> L1 bytes 916 -> 782 MB per launch).
 #ifndef MLA_GATHER_L1
-#define MLA_GATHER_L1 "L1::no_allocate"
+#define MLA_GATHER_L1 "L1::evict_last"
 #endif
 
-// ld.global.nc.L1::no_allocate.v4: a 16-byte read-only load that does not pollute L1 (gathered KV tokens
-// are read once per CTA).
+// ld.global.nc.L1::evict_last.v4: a 16-byte read-only load (a gathered KV token piece).
 __device__ __forceinline__ uint4 ld_nc_v4(const void* p) {
   uint4 v;
   asm volatile("ld.global.nc." MLA_GATHER_L1 ".v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
   return v;
 }
 
-// ld.global.nc.L1::no_allocate.L2::256B.v4: the same load, asking L2 to fetch the whole 256-byte
+// ld.global.nc.L1::evict_last.L2::256B.v4: the same load, asking L2 to fetch the whole 256-byte
 // block around it on a miss (a 656-byte FP8 token spans three: the neighbours' loads then hit L2).
 __device__ __forceinline__ uint4 ld_nc_v4_l2_256(const void* p) {
   uint4 v;
