@@ -41,9 +41,12 @@ static_assert(WG0_REGS_V3 + WG1_REGS_V3 + 2 * PRODUCER_REGS_V3 <= 4 * LAUNCH_REG
 
 enum : uint32_t { BAR_CONSUMERS = 1, BAR_P_READY = 2, BAR_P_FREE = 3, BAR_L_READY = 4 };
 
-// MLA_SPARSE_SKIP_UNIT_RESCALE (a timing experiment until measured): skip O's rescale where it is by 1.
-#ifndef MLA_SPARSE_SKIP_UNIT_RESCALE
-#define MLA_SPARSE_SKIP_UNIT_RESCALE 0
+// MLA_SPARSE_PFREE_SYNC (a racecheck experiment, not yet run): WG1 waits at P_FREE (barrier.sync)
+// instead of arriving, after releasing the K buffer. It waits for WG0's next P there rather than at
+// P_READY, so it should cost nothing; racecheck does not model barrier.arrive (scripts/device/
+// racecheck-probe.cu, mode 4) and still reports WG0's sm.scale writes against WG1's reads.
+#ifndef MLA_SPARSE_PFREE_SYNC
+#define MLA_SPARSE_PFREE_SYNC 0
 #endif
 
 struct __align__(1024) Smem {
@@ -334,14 +337,8 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
   cursor_next(p, meta, ahead);
 #pragma unroll
   for (int r = 0; r < ROUNDS; ++r) prefetch_lines(slot[r]), prefetch_lines(slot1[r]);
-  // MLA_SPARSE_V2_EARLY_ROUND0 (a timing experiment, off in shipped builds): round 0 of the next block is
-  // issued as soon as round 0 of this one is converted, so its loads fly during round 1's conversion and
-  // the buffer wait instead of being waited for at the top (ncu: the producer's first use of its loads
-  // was its largest stall). Round 1 keeps its place, so the live registers stay two rounds.
-#ifndef MLA_SPARSE_V2_EARLY_ROUND0
-#define MLA_SPARSE_V2_EARLY_ROUND0 0
-#endif
-  constexpr bool EARLY0 = MLA_SPARSE_V2_EARLY_ROUND0 && ROUNDS == 2;
+  // (Issuing round 0 of the next block as soon as round 0 of this one was converted, so its loads fly
+  // during round 1's conversion and the buffer wait, measured slower on the H200: 492.6 vs 482.7 µs.)
   uint4 raw[ROUNDS][8], rope[ROUNDS][2], sc4[ROUNDS];
   auto issue = [&](int r, int s) {  // round r's loads of slot s (none: slot 0, converted to zeros)
     const uint8_t* tok = token_ptr(p, s >= 0 ? s : 0);
@@ -351,7 +348,6 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
 #pragma unroll
     for (int k = 0; k < 2; ++k) rope[r][k] = ptx::ld_nc_v4(tok + 528 + 64 * k + 16 * q);
   };
-  if constexpr (EARLY0) issue(0, slot[0]);
   for (int it = 0; it < n_blocks; ++it) {
     const int stage = it % 2;
     uint8_t* kb = sm.k[stage];
@@ -361,11 +357,10 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
       *reinterpret_cast<uint4*>(kb + offset) = v;
       if constexpr (XO) ptx::st_async_v4(remote_kb + offset, v, remote_bar);
     };
-    // Every load of the block (both rounds) is issued before the buffer wait and the conversions (with
-    // EARLY0, round 0's were issued during the previous block's round-1 conversion).
+    // Every load of the block (both rounds) is issued before the buffer wait and the conversions.
     PendingSlot pending2[ROUNDS];
 #pragma unroll
-    for (int r = EARLY0 ? 1 : 0; r < ROUNDS; ++r) issue(r, slot[r]);
+    for (int r = 0; r < ROUNDS; ++r) issue(r, slot[r]);
 #pragma unroll
     for (int r = 0; r < ROUNDS; ++r) pending2[r] = cursor_index(p, meta, ahead, s_idx, token_of(r));
     // With crossover every CTA writes all 64 valid flags: their index loads go out with the gathers (read
@@ -394,7 +389,6 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
       if constexpr (!XO) {
         if (q == 0) sm.valid[stage][token] = valid ? 1 : 0;
       }
-      if (EARLY0 && r == 0) issue(0, slot1[0]);  // the next block's round 0 (past the walk: slot 0, unused)
     }
     if constexpr (XO) {  // both CTAs read the same index row: each sets all 64 flags itself
       if (t < 64) sm.valid[stage][t] = slot_of(p, flag_entry) >= 0 ? 1 : 0;
@@ -567,13 +561,10 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
         }
         ptx::fence_proxy_async_smem();
         ptx::named_barrier_arrive_unaligned(BAR_P_READY, CONSUMER_THREADS);
-        // Once the running maxima settle most blocks rescale by exactly 1 for every row of a warp: skip
-        // the 128 multiplies then (warp-uniform, as seesaw_fast does).
-#if MLA_SPARSE_SKIP_UNIT_RESCALE
-        if (__any_sync(0xFFFFFFFFu, scale[0] != 1.0f || scale[1] != 1.0f))
-#endif
+        // (Skipping this where every row of the warp rescales by exactly 1, as seesaw_fast does, measured
+        // no faster on the H200: 448.2 vs 448.6 µs at sparse-v32.)
 #pragma unroll
-          for (int i = 0; i < 128; ++i) o[i] *= scale[(i >> 1) & 1];
+        for (int i = 0; i < 128; ++i) o[i] *= scale[(i >> 1) & 1];
         ptx::wgmma_fence();
         pv_regs(o, a, k_base);
         ptx::wgmma_commit();
@@ -582,17 +573,14 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
       } else {
         ptx::named_barrier_sync_unaligned(BAR_P_READY, CONSUMER_THREADS);
         const float f0 = sm.scale[16 * warp_in_wg + lane / 4], f1 = sm.scale[16 * warp_in_wg + lane / 4 + 8];
-#if MLA_SPARSE_SKIP_UNIT_RESCALE
-        if (__any_sync(0xFFFFFFFFu, f0 != 1.0f || f1 != 1.0f))
-#endif
 #pragma unroll
-          for (int i = 0; i < 128; ++i) o[i] *= ((i >> 1) & 1) ? f1 : f0;
+        for (int i = 0; i < 128; ++i) o[i] *= ((i >> 1) & 1) ? f1 : f0;
         ptx::wgmma_fence();
         pv(o, p_base, k_base + 4 * TILE_BYTES);
         ptx::wgmma_commit();
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
-        ptx::named_barrier_arrive_unaligned(BAR_P_FREE, CONSUMER_THREADS);
+        if constexpr (!MLA_SPARSE_PFREE_SYNC) ptx::named_barrier_arrive_unaligned(BAR_P_FREE, CONSUMER_THREADS);
       }
       // Lane 0 arrives for its warp: the other lanes' reads of this buffer (the valid flags) must be
       // ordered before it, since an mbarrier arrive releases only the arriving thread's accesses.
@@ -604,6 +592,7 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
         // fence (ERRBAR) held each consumer warp 8 % of its samples in ncu.
         if constexpr (XO) ptx::mbarrier_arrive_remote_relaxed(ptx::mapa_shared(ptx::smem_addr(&sm.kempty[stage]), ptx::cluster_ctarank() ^ 1u));
       }
+      if constexpr (WG == 1 && MLA_SPARSE_PFREE_SYNC) ptx::named_barrier_sync_unaligned(BAR_P_FREE, CONSUMER_THREADS);
     }
 
     // Final L and M: WG0 owns them; the last P_FREE arrival of WG1 is consumed here.

@@ -34,6 +34,16 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
 // MODE 10: a 128-thread named barrier (3, 128) inside the writer warpgroup after its write (BAR_WG0).
 // MODE 11: fence.proxy.async.shared::cta after the write (the kernels publish P and the scales with it).
 // MODE 12: all of 8, 9, 10 and 11 at once.
+// MODES 13-15: the sparse consumers' whole protocol, two requests of four blocks: per block the writer
+// warpgroup (WG0) waits P_FREE (3) from the second block on, writes x (sm.scale) from one lane in four,
+// arrives P_READY (2), and (13 only) passes its own 128-thread barrier (5, as BAR_WG0 did); the reader
+// (WG1) syncs P_READY, reads x, arrives P_FREE (15: syncs it). After the blocks WG0 syncs the last
+// P_FREE, writes y (sm.l), and both sync L_READY (4) before WG1 reads y; each request starts with a full
+// barrier (1). Fourth session: with BAR_WG0 in the kernel racecheck flagged the y exchange, without it
+// not; the x exchange stays flagged (its order runs through WG1's arrive).
+// MODE 13: as the kernel was at ee32047 (with the 128-thread barrier).
+// MODE 14: as it is at d55dbb2 (without).
+// MODE 15: as 14 with WG1 syncing P_FREE instead of arriving (MLA_SPARSE_PFREE_SYNC).
 __device__ __forceinline__ unsigned smem_u32(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
 __device__ __forceinline__ void mbar_init(unsigned long long* b, unsigned n) { asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(b)), "r"(n) : "memory"); }
 __device__ __forceinline__ void mbar_arrive(unsigned long long* b) { asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(b)) : "memory"); }
@@ -63,6 +73,49 @@ __global__ void __launch_bounds__(384, 1) probe(float* out, volatile int* flag) 
       __syncwarp();
       return;
     }
+  }
+  if (MODE >= 13) {
+    if (threadIdx.x < 128) {  // the producer warpgroup, alive until the reader is done
+      if (threadIdx.x == 0)
+        while (flag[blockIdx.x] == 0) __nanosleep(100);
+      __syncwarp();
+      return;
+    }
+    const int wg = threadIdx.x / 128 - 1, l = threadIdx.x % 128;  // 0 writes, 1 reads
+    float acc = 0.0f;
+    for (int req = 0; req < 2; ++req) {
+      barrier_sync(1, 256);
+      for (int blk = 0; blk < 4; ++blk) {
+        if (wg == 0) {
+          if (blk > 0) barrier_sync(3, 256);
+          if (l % 4 == 0) x[l / 4] = float(req * 100 + blk * 10 + l / 4);
+          __syncwarp();
+          asm volatile("barrier.arrive 2, 256;" ::: "memory");
+          if (MODE == 13) bar_sync(5, 128);
+        } else {
+          barrier_sync(2, 256);
+          acc += x[(l / 4 + 1) % 32];
+          __syncwarp();
+          if (MODE == 15) barrier_sync(3, 256);
+          else asm volatile("barrier.arrive 3, 256;" ::: "memory");
+        }
+      }
+      if (wg == 0) {
+        barrier_sync(3, 256);
+        if (l % 4 == 0) y[l / 4] = float(1000 * (req + 1) + l / 4);
+        __syncwarp();
+        barrier_sync(4, 256);
+      } else {
+        barrier_sync(4, 256);
+        acc += y[(l / 4 + 1) % 32];
+      }
+    }
+    if (wg == 1) out[blockIdx.x * 128 + l] = acc;
+    if (wg == 1 && l == 0) {
+      __threadfence();
+      flag[blockIdx.x] = 1;
+    }
+    return;
   }
   if (MODE >= 7) {
     if (!MBAR && threadIdx.x < 128) {
@@ -158,7 +211,9 @@ static int run(const char* what, int threads) {
   cudaMemcpy(h, out, sizeof h, cudaMemcpyDeviceToHost);
   cudaFree(out);
   cudaFree(flag);
-  const float want = MODE >= 3 && MODE != 6 ? 6000.0f + 4 * 1.0f : 1.0f;  // (modes 7-12: 1000 (0+1+2+3) + 4 x 1)  // lane 0 reads element 1 in each round
+  // Lane 0 reads element 1: modes 3-12: 1000 (0+1+2+3) + 4 x 1; modes 13-15: x over 2 requests x 4 blocks
+  // (100 x 4 + 10 x 6 x 2 + 8 x 1 = 528) plus y (1001 + 2001).
+  const float want = MODE >= 13 ? 528.0f + 3002.0f : MODE >= 3 && MODE != 6 ? 6000.0f + 4 * 1.0f : 1.0f;  // lane 0 reads element 1 in each round
   std::printf("mode %d (%s): %s, lane 0 read %.0f (want %.0f)\n", MODE, what, cudaGetErrorString(e), h[0], want);
   return e == cudaSuccess && h[0] == want ? 0 : 1;
 }
@@ -177,6 +232,9 @@ int main() {
   bad += run<10>("as 7, with a 128-thread named barrier in the writer", 384);
   bad += run<11>("as 7, with fence.proxy.async after the write", 384);
   bad += run<12>("as 7 with all of 8-11", 384);
+  bad += run<13>("the sparse consumers' protocol at ee32047 (128-thread barrier in the writer)", 384);
+  bad += run<14>("the sparse consumers' protocol at d55dbb2 (no 128-thread barrier)", 384);
+  bad += run<15>("as 14, reader syncs P_FREE instead of arriving", 384);
   bad += run<5>("384 threads, 4 rounds, full barriers for y, an arrive/sync pair beside", 384);
   std::printf("%s\n", bad ? "probe: WRONG RESULT" : "probe: all results right");
   return bad;
