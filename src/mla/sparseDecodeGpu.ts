@@ -19,13 +19,13 @@ export interface SparseDecodeOptions {
    */
   crossover?: boolean;
   /**
-   * Which producer gathers and dequantizes the tokens: "v1" (two threads per token, 16-byte pieces) or
+   * Which producer gathers and dequantizes the tokens: "v1" (two threads per token, 16-byte pieces),
    * "v2" (a warp takes 8 tokens, 64 contiguous bytes of each per load, L2 256-byte fetches, every load
-   * of a block in flight at once). Outputs are bit-identical. v2 is the default: on the H200 it took
-   * sparse-v32 from 778 to 543 µs (bench/results/2026-11-30-h200-sparse_v2-9521499.json).
-   * "v3" (experimental, not yet run on a GPU; no crossover): the v2 producer in two warpgroups of a
-   * 512-thread CTA, each converting half of every block.
-   * @default "v2"
+   * of a block in flight at once) or "v3" (the v2 producer in two warpgroups of a 512-thread CTA, each
+   * converting half of every block; no crossover form). Outputs are bit-identical. On the H200 at
+   * sparse-v32: v1 778 µs, v2 438, v3 404 (bench/results/2026-11-30-h200-all-d55dbb2.json and the
+   * records it cites).
+   * @default "v3", or "v2" with `crossover`
    */
   producer?: "v1" | "v2" | "v3";
 }
@@ -34,14 +34,20 @@ export interface SparseDecodeOptions {
  * Sparse FP8 decode on the GPU (kernels/mla_decode/sparse_decode_sm90.cu): validation, the scheduler over
  * each request's valid top-k entries, the main kernel (plain, or at h_q = 128 with `crossover` a 2-CTA
  * cluster sharing the dequantization), then the dense combine (which applies the attention sink to split
- * rows). flashMlaWithKvcache calls it for `indices` (plain kernel, v2 producer); test/gpu/mla/sparseDecode.test.ts
- * checks both kernels against mlaDecodeReference on the H200.
+ * rows). flashMlaWithKvcache calls it for `indices` (SPARSE_DEFAULT: plain kernel, v3 producer);
+ * test/gpu/mla/sparseDecode.test.ts and test/gpu/variants check every kernel against mlaDecodeReference on the H200.
  */
-export function sparseDecodeGpu(args: FlashMlaWithKvcacheArgs, opts: SparseDecodeOptions = {}): FlashMlaResult {
-  // The options first (they need no tensor), then the arguments; all before anything is allocated.
-  const producer = opts.producer ?? "v2";
+/** The producer `opts` selects: the one named, else the fastest one that has the asked crossover setting. */
+export function sparseProducer(opts: SparseDecodeOptions): "v1" | "v2" | "v3" {
+  const producer = opts.producer ?? (opts.crossover ? "v2" : "v3");
   if (producer !== "v1" && producer !== "v2" && producer !== "v3") throw new ArgumentError(FN, "producer", '"v1", "v2" or "v3"', String(producer));
   if (producer === "v3" && opts.crossover) throw new ArgumentError(FN, "producer", '"v1" or "v2" with crossover (v3 runs without it)', '"v3" with crossover: true');
+  return producer;
+}
+
+export function sparseDecodeGpu(args: FlashMlaWithKvcacheArgs, opts: SparseDecodeOptions = {}): FlashMlaResult {
+  // The options first (they need no tensor), then the arguments; all before anything is allocated.
+  const producer = sparseProducer(opts);
   const shape = validateSparseArgs(args);
   if (opts.crossover && shape.num_head_tiles !== 2) {
     throw new ArgumentError(FN, "crossover", "h_q = 128 (a cluster of the two 64-head CTAs of a query token)", `h_q = ${shape.h_q}`);

@@ -1,11 +1,11 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { ArgumentError } from "../../../src/errors/ArgumentError.js";
-import { flashMlaWithKvcache, validateDenseArgs, type FlashMlaWithKvcacheArgs } from "../../../src/mla/flashMlaWithKvcache.js";
+import { flashMlaWithKvcache, SPARSE_DEFAULT, validateDenseArgs, type FlashMlaWithKvcacheArgs } from "../../../src/mla/flashMlaWithKvcache.js";
 import { getMlaMetadata, MlaSchedMeta } from "../../../src/mla/MlaSchedMeta.js";
 import { referenceArgs } from "../../../src/mla/referenceArgs.js";
 import { isSparseCall, SPARSE_HEAD_COUNTS, validateSparseArgs } from "../../../src/mla/sparseArgs.js";
-import { sparseDecodeGpu } from "../../../src/mla/sparseDecodeGpu.js";
+import { sparseDecodeGpu, sparseProducer } from "../../../src/mla/sparseDecodeGpu.js";
 import { Tensor } from "../../../src/runtime/Tensor.js";
 import { makeSparseCase } from "../../helpers/makeDecodeCase.js";
 
@@ -223,4 +223,14 @@ test("sparseDecodeGpu() refuses a bad producer option, naming it, before it look
     return true;
   });
   assert.equal(a.schedMeta.initialized, false);
+});
+
+test("sparseProducer(): v3 unless asked, v2 for crossover (v3 has no crossover form), as flashMlaWithKvcache runs", () => {
+  assert.equal(sparseProducer({}), "v3");
+  assert.equal(sparseProducer({ crossover: false }), "v3");
+  assert.equal(sparseProducer({ crossover: true }), "v2");
+  assert.equal(sparseProducer({ crossover: true, producer: "v1" }), "v1");
+  assert.equal(sparseProducer({ producer: "v2" }), "v2");
+  assert.equal(sparseProducer(SPARSE_DEFAULT), SPARSE_DEFAULT.producer);
+  assert.throws(() => sparseProducer({ producer: "v3", crossover: true }), ArgumentError);
 });
