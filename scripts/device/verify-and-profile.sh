@@ -25,8 +25,10 @@
 #   check-sparse, check-dense   flashmla check over FlashMLA's sparse grid (368 cases) / dense grid (2,336)
 #   reliability-full   the reliability suite at full size (500 + 200 fuzz cases, 10,000 soak calls)
 #   fuzz-dense, fuzz-sparse, soak, out-of-range   the same, one part at a time (each its own limit)
-#   ncu-breakdown      the same kernel/case variables: the sub-metrics behind the SOL percentages (L1, SM, memory)
-#   ncu                source-level Nsight Compute profile of the seesaw kernel at dense-compute; summarize
+#   ncu-breakdown      the sub-metrics behind the SOL percentages (L1, SM, memory) for each NCU_JOBS entry
+#                      ("kernel-regex:case:bench-kernel ...", e.g. "mla_sparse_decode_crossover_v2_bf16:sparse-v32:sparse_crossover_v2";
+#                      default: NCU_KERNEL, NCU_CASE, NCU_BENCH_KERNEL, else seesaw_fast at dense-compute)
+#   ncu                source-level Nsight Compute profile of each NCU_JOBS entry (profile-source-<bench kernel>.csv); summarize
 #                      the CSV it returns here with node scripts/ncuSummary.mjs profile-source.csv
 set -u
 out=${1:?usage: verify-and-profile.sh OUTDIR}
@@ -50,6 +52,8 @@ run() {  # name limit command...
   rm -f "$out/step.tmp"
 }
 gpu_test() { run "test $1" "$2" node --test --test-concurrency=1 --test-reporter=tap "${@:3}"; }
+# ncu jobs: "kernel-regex:case:bench-kernel ..." (default: one job from NCU_KERNEL, NCU_CASE, NCU_BENCH_KERNEL)
+ncu_jobs=${NCU_JOBS:-"${NCU_KERNEL:-mla_dense_seesaw_fast_bf16}:${NCU_CASE:-dense-compute}:${NCU_BENCH_KERNEL:-dense_seesaw_fast}"}
 dense_cases="dense-compute dense-compute-mtp dense-mem-h16 dense-mem-h64 dense-b1 dense-uneven dense-short-h16"
 for step in $steps; do
   case $step in
@@ -82,23 +86,25 @@ for step in $steps; do
     bench-sparse) [ -n "${sparse_hung:-}" ] && { echo "== bench-sparse skipped: the sparse test hung"; continue; }
       for k in ${SPARSE_KERNELS:-sparse_v2 sparse_v3 sparse_crossover_v2}; do
         run "bench $k" 150 node dist/src/cli/cli.js bench --case sparse-v32 sparse-v32-h64 sparse-long-topk sparse-h16 --kernel $k --json "$out/bench-$k.json"; done ;;
-    ncu)  # NCU_KERNEL (regex), NCU_CASE, NCU_BENCH_KERNEL; the report stays in /tmp, its pages go to the log and a CSV
-      echo "===== ncu ${NCU_KERNEL:-mla_dense_seesaw_bf16} ${NCU_CASE:-dense-compute}" >> "$log"
-      timeout ${NCU_LIMIT:-200} ncu --clock-control none --kernel-name regex:${NCU_KERNEL:-mla_dense_seesaw_bf16} --launch-count 1 --section SpeedOfLight \
-        --section WarpStateStats --section SourceCounters --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --import-source yes -o /tmp/profile -f \
-        bash .gpu/enter.sh node dist/src/cli/cli.js bench --case ${NCU_CASE:-dense-compute} --kernel ${NCU_BENCH_KERNEL:-dense_seesaw} --iters 20 >> "$log" 2>&1
-      echo "== ncu rc=$?"
-      ncu --import /tmp/profile.ncu-rep --page source --print-source sass --csv > "$out/profile-source.csv" 2>> "$log"
-      ncu --import /tmp/profile.ncu-rep --page details >> "$log" 2>&1
-      echo "source csv: $(wc -l < "$out/profile-source.csv") lines" ;;
-    ncu-breakdown)  # which sub-unit sets the SOL figures (L1 at 85 % for sparse v3): the breakdown metrics, one launch
-      echo "===== ncu-breakdown ${NCU_KERNEL:-mla_dense_seesaw_bf16} ${NCU_CASE:-dense-compute}" >> "$log"
-      timeout ${NCU_LIMIT:-150} ncu --clock-control none --kernel-name regex:${NCU_KERNEL:-mla_dense_seesaw_bf16} --launch-count 1 \
-        --metrics breakdown:l1tex__throughput.avg.pct_of_peak_sustained_elapsed,breakdown:sm__throughput.avg.pct_of_peak_sustained_elapsed,breakdown:gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,sm__cycles_elapsed.avg,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,l1tex__data_pipe_lsu_wavefronts.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__m_xbar2l1tex_read_bytes.sum \
-        bash .gpu/enter.sh node dist/src/cli/cli.js bench --case ${NCU_CASE:-dense-compute} --kernel ${NCU_BENCH_KERNEL:-dense_seesaw_fast} --iters 20 > "$out/step.tmp" 2>&1
-      echo "== ncu-breakdown $NCU_KERNEL rc=$?"
-      grep -vE "^==PROF==|^│|^┌|^└|^├" "$out/step.tmp" | grep -E "^ +[a-z_]+__|Section|mla_" | tee -a "$out/ncu-breakdown.txt" | head -60
-      cat "$out/step.tmp" >> "$log"; rm -f "$out/step.tmp" ;;
+    ncu)  # source-level profile of each NCU_JOBS entry; the report stays in /tmp, its pages go to the log and a CSV
+      for job in $ncu_jobs; do IFS=: read -r nk nc nb <<< "$job"
+        echo "===== ncu $nk $nc" >> "$log"
+        timeout ${NCU_LIMIT:-200} ncu --clock-control none --kernel-name regex:$nk --launch-count 1 --section SpeedOfLight \
+          --section WarpStateStats --section SourceCounters --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --import-source yes -o /tmp/profile -f \
+          bash .gpu/enter.sh node dist/src/cli/cli.js bench --case $nc --kernel $nb --iters 20 >> "$log" 2>&1
+        echo "== ncu $nk rc=$?"
+        ncu --import /tmp/profile.ncu-rep --page source --print-source sass --csv > "$out/profile-source-$nb.csv" 2>> "$log"
+        ncu --import /tmp/profile.ncu-rep --page details >> "$log" 2>&1
+        echo "source csv ($nb): $(wc -l < "$out/profile-source-$nb.csv") lines"; done ;;
+    ncu-breakdown)  # which sub-unit sets the SOL figures (it found the sparse kernels' L1 bound): breakdown metrics, one launch per job
+      for job in $ncu_jobs; do IFS=: read -r nk nc nb <<< "$job"
+        echo "===== ncu-breakdown $nk $nc" >> "$log"
+        timeout ${NCU_LIMIT:-150} ncu --clock-control none --kernel-name regex:$nk --launch-count 1 \
+          --metrics breakdown:l1tex__throughput.avg.pct_of_peak_sustained_elapsed,breakdown:sm__throughput.avg.pct_of_peak_sustained_elapsed,breakdown:gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,sm__cycles_elapsed.avg,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,l1tex__data_pipe_lsu_wavefronts.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__m_xbar2l1tex_read_bytes.sum \
+          bash .gpu/enter.sh node dist/src/cli/cli.js bench --case $nc --kernel $nb --iters 20 > "$out/step.tmp" 2>&1
+        echo "== ncu-breakdown $nk rc=$?"
+        grep -vE "^==PROF==|^│|^┌|^└|^├" "$out/step.tmp" | grep -E "^ +[a-z_0-9]+__|Section|mla_" | tee -a "$out/ncu-breakdown-$nb.txt" | grep -E "lsu_wavefronts|cycles_elapsed|tensor_cycles|dram__cycles|lts__t_sectors\.|issue_active|^ +mla_"
+        cat "$out/step.tmp" >> "$log"; rm -f "$out/step.tmp"; done ;;
     check-sparse) run "check --grid sparse" ${CHECK_LIMIT:-300} node dist/src/cli/cli.js check --grid sparse ;;
     check-dense) run "check --grid flashmla" ${CHECK_LIMIT:-300} node dist/src/cli/cli.js check --grid flashmla ;;
     bench-all) run "bench --all" ${BENCH_ALL_LIMIT:-200} node dist/src/cli/cli.js bench --all --json "$out/bench-all.json" --svg "$out/bench-all.svg" ;;
