@@ -103,6 +103,16 @@ __device__ __forceinline__ void st_async_v4(uint32_t cluster_addr, uint4 v, uint
                : "memory");
 }
 
+// cp.async.bulk.shared::cluster.shared::cta ... mbarrier::complete_tx::bytes: copies `bytes` (a multiple
+// of 16, both addresses 16-byte aligned) of this CTA's shared memory into a peer CTA's, crediting the
+// bytes to the peer's mbarrier (destination and barrier addresses from mapa). The source must have been
+// published to the async proxy (fence_proxy_async_smem) by the threads that wrote it.
+__device__ __forceinline__ void bulk_copy_smem_to_cluster(uint32_t cluster_dst, uint32_t smem_src, uint32_t bytes, uint32_t cluster_bar) {
+  asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(cluster_dst), "r"(smem_src),
+               "r"(bytes), "r"(cluster_bar)
+               : "memory");
+}
+
 // barrier.cluster.arrive.release + wait.acquire: every thread of every CTA of the cluster.
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");

@@ -165,20 +165,23 @@ __device__ __forceinline__ void store_out(const DenseParams& p, float (&o)[128],
   }
 }
 
+// MLA_DENSE_PAIR_PHYS (a timing experiment, not yet run): the next pair's two block-table lookups are
+// issued at the top of the iteration, with the pair, instead of by lane 0 right before each refill's TMA
+// (dependent loads of cache_seqlens and block_table after a barrier, five per pair, on the path from a
+// tile being freed to its refill landing).
+#ifndef MLA_DENSE_PAIR_PHYS
+#define MLA_DENSE_PAIR_PHYS 0
+#endif
+
 // The pair of blocks after (req, blk0) in this CTA's pieces, or req > end_req_idx when there is none.
+// phys: the blocks' physical ids, filled in (by with_phys) only with MLA_DENSE_PAIR_PHYS.
 struct Pair {
   int req, blk0, end_blk;
+  int phys[2];
 };
 
 __device__ __forceinline__ int piece_end(const DenseParams& p, const SchedMeta& meta, int req) {
   return req == meta.end_req_idx ? meta.end_block_idx : num_kv_blocks(p.cache_seqlens[req]);
-}
-
-__device__ __forceinline__ Pair next_pair(const DenseParams& p, const SchedMeta& meta, Pair cur) {
-  if (cur.blk0 + 2 < cur.end_blk) return {cur.req, cur.blk0 + 2, cur.end_blk};
-  const int req = cur.req + 1;
-  if (req > meta.end_req_idx) return {req, 0, 0};
-  return {req, 0, piece_end(p, meta, req)};
 }
 
 // Physical block of `blk`; -1 past the piece (odd count), the table or the length: TMA then fetches
@@ -187,10 +190,31 @@ __device__ __forceinline__ int phys_block(const DenseParams& p, int req, int blk
   return blk < end_blk ? table_block(p, req, blk, p.cache_seqlens[req]) : -1;
 }
 
+__device__ __forceinline__ Pair with_phys(const DenseParams& p, Pair pr) {
+  if constexpr (MLA_DENSE_PAIR_PHYS) {
+#pragma unroll
+    for (int st = 0; st < 2; ++st) pr.phys[st] = pr.end_blk == 0 ? -1 : phys_block(p, pr.req, pr.blk0 + st, pr.end_blk);
+  }
+  return pr;
+}
+
+// The physical id of the pair's block `stage`: looked up now, or read from the pair (MLA_DENSE_PAIR_PHYS).
+__device__ __forceinline__ int pair_phys(const DenseParams& p, const Pair& pr, int stage) {
+  if constexpr (MLA_DENSE_PAIR_PHYS) return pr.phys[stage];
+  return phys_block(p, pr.req, pr.blk0 + stage, pr.end_blk);
+}
+
+__device__ __forceinline__ Pair next_pair(const DenseParams& p, const SchedMeta& meta, Pair cur) {
+  if (cur.blk0 + 2 < cur.end_blk) return with_phys(p, {cur.req, cur.blk0 + 2, cur.end_blk, {}});
+  const int req = cur.req + 1;
+  if (req > meta.end_req_idx) return {req, 0, 0, {-1, -1}};
+  return with_phys(p, {req, 0, piece_end(p, meta, req), {}});
+}
+
 // Issues TMA loads of tiles [t_begin, t_end) of the pair's block `stage` into K buffer `stage`.
 __device__ __forceinline__ void load_tiles(const DenseParams& p, Smem& sm, const Pair& pr, int stage, int t_begin, int t_end, int hk, uint64_t policy, bool first = false) {
   if (pr.end_blk == 0) return;  // no next pair
-  const int phys = phys_block(p, pr.req, pr.blk0 + stage, pr.end_blk);
+  const int phys = pair_phys(p, pr, stage);
 #ifdef MLA_ABLATE_LOADS  // timing experiment: compute on the first pair's data, never wait for memory
   if (!first) {
     for (int t = t_begin; t < t_end; ++t) ptx::mbarrier_arrive(&sm.kfull[stage][t]);
@@ -239,7 +263,7 @@ __device__ __forceinline__ void refill(const DenseParams& p, Smem& sm, const Pai
     if (lane == 0) {
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        const int stage = spans[g][i].stage, phys = phys_block(p, next.req, next.blk0 + stage, next.end_blk);
+        const int stage = spans[g][i].stage, phys = pair_phys(p, next, stage);
         for (int t = spans[g][i].t0; t < spans[g][i].t1; ++t)
           ptx::tma_load_4d_multicast(sm.k[stage] + t * TILE_BYTES, &p.tmap_kv, &sm.kfull[stage][t], t * 64, hk, 0, phys, 0x3, policy);
       }
@@ -283,7 +307,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
 
     for (int blk0 = start_blk; blk0 < end_blk; blk0 += 2, phase ^= 1) {
       const int blk1 = blk0 + 1;
-      const Pair next = next_pair(p, meta, {req, blk0, end_blk});
+      const Pair next = next_pair(p, meta, {req, blk0, end_blk, {}});
       if (wg == 0) {
         compute_s<T>(s, sm, 0, phase);
         mask_scale<FAST>(s, p, blk0, lane, limit);
@@ -416,7 +440,7 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
     ptx::fence_mbarrier_init();
     ptx::prefetch_tensormap(&p.tmap_kv);
     // The first pair of blocks; afterwards each warpgroup refills what it frees.
-    const Pair first = {meta.begin_req_idx, meta.begin_block_idx, piece_end(p, meta, meta.begin_req_idx)};
+    const Pair first = with_phys(p, {meta.begin_req_idx, meta.begin_block_idx, piece_end(p, meta, meta.begin_req_idx), {}});
     const uint64_t policy = ptx::policy_evict_first();
     load_tiles(p, sm, first, 0, 0, NUM_TILES, blockIdx.y, policy, true);
     load_tiles(p, sm, first, 1, 0, NUM_TILES, blockIdx.y, policy, true);

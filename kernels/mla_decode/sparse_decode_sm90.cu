@@ -309,6 +309,16 @@ __device__ __forceinline__ void producer_crossover(const SparseParams& p, Smem& 
 // The 16 values of chunk c of 64-dim group k are dims 64k + 16q .. +15: chunks 2q and 2q + 1 of SW128
 // tile k, so the 8 lanes of a chunk write 8 different rows (conflict-free after the swizzle).
 // NPROD = 2 (the v3 kernel, no crossover): producer warpgroup `pidx` takes round pidx of every block.
+// MLA_XO_BULK (a timing experiment, not yet run): with crossover each warp writes its 8 token rows only
+// into its own buffer, then one lane copies them to the peer with nine 1 KB bulk copies (rows 8w .. 8w + 7
+// of this CTA's half are 1 KB contiguous in each SW128 tile, and the swizzle depends only on the row, so
+// a byte copy keeps it), crediting the peer's kfull as the st.async did: 36 bulk operations per CTA and
+// block instead of 2,304 16-byte remote stores scattered over 8 rows each (crossover lost 0.81× to the
+// plain kernel; remote-store traffic on the L1 data pipe is the first suspect).
+#ifndef MLA_XO_BULK
+#define MLA_XO_BULK 0
+#endif
+
 template <bool XO, int NPROD = 1>
 __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx, int pidx = 0) {
   static_assert(NPROD == 1 || (NPROD == 2 && !XO), "two producer warpgroups only without crossover");
@@ -355,7 +365,7 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
     const uint32_t remote_bar = XO ? ptx::mapa_shared(ptx::smem_addr(&sm.kfull[stage]), peer) : 0u;
     auto put = [&](int offset, uint4 v) {
       *reinterpret_cast<uint4*>(kb + offset) = v;
-      if constexpr (XO) ptx::st_async_v4(remote_kb + offset, v, remote_bar);
+      if constexpr (XO && !MLA_XO_BULK) ptx::st_async_v4(remote_kb + offset, v, remote_bar);
     };
     // Every load of the block (both rounds) is issued before the buffer wait and the conversions.
     PendingSlot pending2[ROUNDS];
@@ -393,7 +403,16 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
     if constexpr (XO) {  // both CTAs read the same index row: each sets all 64 flags itself
       if (t < 64) sm.valid[stage][t] = slot_of(p, flag_entry) >= 0 ? 1 : 0;
     }
-    ptx::fence_proxy_async_smem();  // the consumers' wgmma reads these generic writes
+    ptx::fence_proxy_async_smem();  // the consumers' wgmma (and, with MLA_XO_BULK, the bulk copy) read these generic writes
+    if constexpr (XO && MLA_XO_BULK) {
+      __syncwarp();  // every lane's rows and fence before lane 0's copy
+      if (lane == 0) {
+        const uint32_t rows = ptx::smem_addr(kb) + (32 * rank + 8 * warp) * 128;
+#pragma unroll
+        for (int tile = 0; tile < NUM_TILES; ++tile)
+          ptx::bulk_copy_smem_to_cluster(remote_kb + (rows - ptx::smem_addr(kb)) + tile * TILE_BYTES, rows + tile * TILE_BYTES, 8 * 128, remote_bar);
+      }
+    }
     if (XO && t == 0) ptx::mbarrier_arrive_expect_tx(&sm.kfull[stage], 32 * D_QK * 2);  // + the peer's half
     else ptx::mbarrier_arrive(&sm.kfull[stage]);
     int slot2[ROUNDS];
