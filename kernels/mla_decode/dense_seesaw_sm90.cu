@@ -35,7 +35,20 @@ constexpr int THREADS = CONSUMER_THREADS;
 
 // Named barriers (id 0 is __syncthreads). Each is used once per iteration: one warpgroup arrives, the
 // other waits, so 256 threads complete it.
-enum : uint32_t { BAR_CONSUMERS = 1, BAR_SCALE0_READY = 2, BAR_SCALE1_READY = 3, BAR_P0_READY = 4, BAR_L_READY = 5, BAR_WG0 = 6, BAR_WG1 = 7 };
+enum : uint32_t { BAR_CONSUMERS = 1, BAR_SCALE0_READY = 2, BAR_SCALE1_READY = 3, BAR_P0_READY = 4, BAR_L_READY = 5, BAR_WG0 = 6, BAR_WG1 = 7, BAR_P1_READY = 8 };
+
+// Timing experiments (not yet run; shipped builds have both off, PTX unchanged):
+// MLA_DENSE_EARLY_SCALE1: W1 arrives SCALE1 as soon as it has published m and s1, and stores sP1 after
+//   it; W0 waits for sP1 on its own barrier (P1_READY) just before P1·V1L. W0's wait for the scales then
+//   no longer includes W1's 16 stores and fence (FlashMLA's order).
+// MLA_DENSE_REFILL_AFTER_SCALE1: W0 refills K0 tiles 0-3 after the SCALE1 barrier, which already implies
+//   every W0 warp finished P0·V0L, instead of after a 128-thread barrier of its own right before it.
+#ifndef MLA_DENSE_EARLY_SCALE1
+#define MLA_DENSE_EARLY_SCALE1 0
+#endif
+#ifndef MLA_DENSE_REFILL_AFTER_SCALE1
+#define MLA_DENSE_REFILL_AFTER_SCALE1 0
+#endif
 
 struct __align__(1024) Smem {
   uint8_t q[QK_BYTES];
@@ -335,10 +348,15 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
         // K0 tiles 0-3 are no longer read by anyone: refill them with the next pair's first block.
-        ptx::named_barrier_sync(BAR_WG0, 128);
-        if (warp_u == 0) refill<MC>(p, sm, next, REFILL_K0_LEFT, hk, policy, empty_phase, lane);
+        if constexpr (!MLA_DENSE_REFILL_AFTER_SCALE1) {
+          ptx::named_barrier_sync(BAR_WG0, 128);
+          if (warp_u == 0) refill<MC>(p, sm, next, REFILL_K0_LEFT, hk, policy, empty_phase, lane);
+        }
 
         ptx::named_barrier_sync(BAR_SCALE1_READY, CONSUMER_THREADS);
+        if constexpr (MLA_DENSE_REFILL_AFTER_SCALE1) {
+          if (warp_u == 0) refill<MC>(p, sm, next, REFILL_K0_LEFT, hk, policy, empty_phase, lane);
+        }
         float scale1[2];
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
@@ -357,6 +375,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           ptx::fence_proxy_async_smem();
           ptx::named_barrier_sync(BAR_WG0, 128);
         }
+        if constexpr (MLA_DENSE_EARLY_SCALE1) ptx::named_barrier_sync(BAR_P1_READY, CONSUMER_THREADS);
         pv_ss<T>(o, p_tile(sm, 1), sm.k[1], 0);  // O_L += sP1·V1L
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
@@ -380,11 +399,12 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           __syncwarp();  // the warp's four readers of sm.m[r] (above) read before lane 0 overwrites it
           if (lane % 4 == 0) sm.m[r] = m_new, sm.scale1[r] = s1;
         }
+        if constexpr (MLA_DENSE_EARLY_SCALE1) ptx::named_barrier_arrive(BAR_SCALE1_READY, CONSUMER_THREADS);
         uint32_t p1[4][4];
         pack_p<T>(p1, s);
         store_p(p_tile(sm, 1), p1, warp_in_wg, lane);
         ptx::fence_proxy_async_smem();
-        ptx::named_barrier_arrive(BAR_SCALE1_READY, CONSUMER_THREADS);
+        ptx::named_barrier_arrive(MLA_DENSE_EARLY_SCALE1 ? BAR_P1_READY : BAR_SCALE1_READY, CONSUMER_THREADS);
         rescale_o<FAST>(o, scale01);
         if (seqlen - blk1 * BLOCK_N < BLOCK_N) {
           zero_tail_rows(sm.k[1], 4, max(seqlen - blk1 * BLOCK_N, 0), t128);
