@@ -29,7 +29,7 @@ constexpr int TOKEN_BYTES = 656;
 constexpr int LAUNCH_REGS = (65536 / THREADS) / 8 * 8;
 constexpr int WG0_REGS = 216, WG1_REGS = LAUNCH_REGS, PRODUCER_REGS = 120;
 static_assert(WG0_REGS + WG1_REGS + PRODUCER_REGS <= 3 * LAUNCH_REGS, "setmaxnreg within the CTA's registers");
-// The v3 kernel (experimental): two producer warpgroups, 512 threads, 128 registers each at launch;
+// The v3 kernel (the default): two producer warpgroups, 512 threads, 128 registers each at launch;
 // each converts one 32-token round of every block, so every SM sub-partition has two producer warps to
 // interleave (ncu of the one-producer kernel: the consumers waited on it, and 20 % of its samples were
 // fixed-latency waits inside its own conversions). 208 + 160 + 2 x 72 = 512 of the 4 x 128 per lane.
@@ -702,7 +702,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_sparse_decode_v2_bf
 extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_sparse_decode_crossover_v2_bf16_sm90(const __grid_constant__ mla::SparseParams p) {
   sparse_decode<true, true>(p);
 }
-// Two producer warpgroups (experimental, written without a GPU; test/gpu/variants): 512 threads, no crossover.
+// Two producer warpgroups (producer v3, the default; first run in test/gpu/variants): 512 threads, no crossover.
 extern "C" __global__ void __launch_bounds__(THREADS_V3, 1) mla_sparse_decode_v3_bf16_sm90(const __grid_constant__ mla::SparseParams p) {
   sparse_decode<false, true, 2>(p);
 }

@@ -53,7 +53,7 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
   },
   dense_seesaw_mc: {
     name: "dense_seesaw_mc",
-    description: "flashMlaWithKvcache, kernel \"seesaw_mc\": seesaw_fast with each K tile multicast by TMA to the two m-block CTAs of a cluster (odd m-block counts run seesaw_fast); not yet measured",
+    description: "flashMlaWithKvcache, kernel \"seesaw_mc\": seesaw_fast with each K tile multicast by TMA to the two m-block CTAs of a cluster (odd m-block counts run seesaw_fast); experimental: correct on the H200 but 27 % slower (721 vs 566 µs at dense-compute)",
     kinds: ["dense"],
     run: (args: FlashMlaWithKvcacheArgs) => flashMlaWithKvcache({ ...args, kernel: "seesaw_mc" }),
   },
@@ -92,7 +92,7 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
   },
   sparse_v2: {
     name: "sparse_v2",
-    description: "sparseDecodeGpu with the second producer (a warp takes 8 tokens, 64 contiguous bytes of each per load, every load of a block in flight); 488 µs at sparse-v32 on the H200 (v1: 778)",
+    description: "sparseDecodeGpu with the second producer (a warp takes 8 tokens, 64 contiguous bytes of each per load, every load of a block in flight); 438 µs at sparse-v32 on the H200 (v1: 778)",
     kinds: ["sparse"],
     crossover: false,
     crossoverPartner: "sparse_crossover_v2",
@@ -100,7 +100,7 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
   },
   sparse_crossover_v2: {
     name: "sparse_crossover_v2",
-    description: "sparse_crossover with the second producer; 530 µs at sparse-v32 on the H200 (plain v2: 490)",
+    description: "sparse_crossover with the second producer; 542 µs at sparse-v32 on the H200 (plain v2: 438)",
     kinds: ["sparse"],
     headCounts: [128],
     crossover: true,
@@ -109,7 +109,7 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
   },
   sparse_v3: {
     name: "sparse_v3",
-    description: "sparseDecodeGpu with producer v3: the v2 producer in two warpgroups of a 512-thread CTA (no crossover form); 443 µs at sparse-v32 on the H200 (v2: 482)",
+    description: "sparseDecodeGpu with producer v3: the v2 producer in two warpgroups of a 512-thread CTA (no crossover form; the API default); 404 µs at sparse-v32 on the H200 (v2: 438)",
     kinds: ["sparse"],
     crossover: false,
     crossoverGainVia: "sparse_v2",

@@ -25,7 +25,7 @@ export interface DecodeKernels {
   /** The same two with the second producer (coalesced per-token loads), while it is measured. */
   sparseV2Bf16: Kernel;
   sparseCrossoverV2Bf16: Kernel;
-  /** Two producer warpgroups, 512 threads, no crossover (experimental). */
+  /** Two producer warpgroups, 512 threads, no crossover (producer v3, the default). */
   sparseV3Bf16: Kernel;
   sparseSmemBytes: number;
   /** The sparse kernels' e4m3 -> bf16 dequantization alone (an exhaustive GPU test checks it). */

@@ -32,7 +32,7 @@ function run(u: ReturnType<typeof upload>, opts: SparseDecodeOptions): { out: Ui
   }
 }
 
-describeGpu("sparse producer v3 (experimental)", () => {
+describeGpu("sparse producer v3 (the default since the fourth session)", () => {
   test("v3 matches the CPU reference, every element, at 16, 64 and 128 heads", () => {
     check({ seed: 1100, b: 3, s_q: 2, h_q: 16, s_k: 700, topk: 200, pageBlockSize: 61, sink: true, invalidFraction: 0.2, topkLength: true }, 0, false, "v3");
     check({ seed: 1101, b: 2, s_q: 2, h_q: 64, s_k: 900, topk: 300, pageBlockSize: 69, sink: true, invalidFraction: 0.1, repeat: 0.2 }, 0, false, "v3");
