@@ -41,6 +41,22 @@ static_assert(WG0_REGS_V3 + WG1_REGS_V3 + 2 * PRODUCER_REGS_V3 <= 4 * LAUNCH_REG
 
 enum : uint32_t { BAR_CONSUMERS = 1, BAR_P_READY = 2, BAR_P_FREE = 3, BAR_L_READY = 4 };
 
+// Timing ablations (wrong outputs; never shipped): MLA_ABLATE_SPARSE_CONSUMERS makes the consumers
+// release each block as soon as it is full (no MMA, no softmax), so the kernel runs at the producers'
+// rate; MLA_ABLATE_SPARSE_PRODUCER makes the producers hand over each buffer without loading or
+// converting anything (no gathers), so it runs at the consumers' rate. Together they say which side
+// bounds a kernel and by how much, which a schedule change has to know first (docs/sparse-decode.md §13).
+#ifdef MLA_ABLATE_SPARSE_CONSUMERS
+constexpr bool ABLATE_CONSUMERS = true;
+#else
+constexpr bool ABLATE_CONSUMERS = false;
+#endif
+#ifdef MLA_ABLATE_SPARSE_PRODUCER
+constexpr bool ABLATE_PRODUCER = true;
+#else
+constexpr bool ABLATE_PRODUCER = false;
+#endif
+
 // MLA_SPARSE_PFREE_SYNC (a racecheck experiment, not yet run): WG1 waits at P_FREE (barrier.sync)
 // instead of arriving, after releasing the K buffer. It waits for WG0's next P there rather than at
 // P_READY, so it should cost nothing; racecheck does not model barrier.arrive (scripts/device/
@@ -370,7 +386,8 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
     // Every load of the block (both rounds) is issued before the buffer wait and the conversions.
     PendingSlot pending2[ROUNDS];
 #pragma unroll
-    for (int r = 0; r < ROUNDS; ++r) issue(r, slot[r]);
+    for (int r = 0; r < ROUNDS; ++r)
+      if constexpr (!ABLATE_PRODUCER) issue(r, slot[r]);
 #pragma unroll
     for (int r = 0; r < ROUNDS; ++r) pending2[r] = cursor_index(p, meta, ahead, s_idx, token_of(r));
     // With crossover every CTA writes all 64 valid flags: their index loads go out with the gathers (read
@@ -382,7 +399,7 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
     // thread's later writes after that, which a CTA-scope wait does without invalidating L1.
     ptx::mbarrier_wait(&sm.kempty[stage], ((it / 2) & 1) ^ 1);
 #pragma unroll
-    for (int r = 0; r < ROUNDS; ++r) {
+    for (int r = 0; r < ROUNDS && !ABLATE_PRODUCER; ++r) {
       const int token = token_of(r);
       const bool valid = slot[r] >= 0;
       const float scales[4] = {__uint_as_float(sc4[r].x), __uint_as_float(sc4[r].y), __uint_as_float(sc4[r].z), __uint_as_float(sc4[r].w)};
@@ -413,11 +430,14 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
           ptx::bulk_copy_smem_to_cluster(remote_kb + (rows - ptx::smem_addr(kb)) + tile * TILE_BYTES, rows + tile * TILE_BYTES, 8 * 128, remote_bar);
       }
     }
-    if (XO && t == 0) ptx::mbarrier_arrive_expect_tx(&sm.kfull[stage], 32 * D_QK * 2);  // + the peer's half
+    if (XO && !ABLATE_PRODUCER && t == 0) ptx::mbarrier_arrive_expect_tx(&sm.kfull[stage], 32 * D_QK * 2);  // + the peer's half
     else ptx::mbarrier_arrive(&sm.kfull[stage]);
     int slot2[ROUNDS];
 #pragma unroll
-    for (int r = 0; r < ROUNDS; ++r) slot2[r] = slot_of(p, pending2[r]), prefetch_lines(slot2[r]);
+    for (int r = 0; r < ROUNDS; ++r) {
+      slot2[r] = slot_of(p, pending2[r]);
+      if constexpr (!ABLATE_PRODUCER) prefetch_lines(slot2[r]);
+    }
 #pragma unroll
     for (int r = 0; r < ROUNDS; ++r) slot[r] = slot1[r], slot1[r] = slot2[r];
     cursor_next(p, meta, cur);
@@ -540,6 +560,14 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
       // The cluster-scope acquire used before invalidated L1 on every wait (CCTL.IVALL: 9 % of the warp
       // samples in ncu on the H200), for nothing this kernel reads through L1.
       if constexpr (XO) ptx::fence_proxy_async_smem();
+      if constexpr (ABLATE_CONSUMERS) {
+        __syncwarp();
+        if (lane == 0) {
+          ptx::mbarrier_arrive(&sm.kempty[stage]);
+          if constexpr (XO) ptx::mbarrier_arrive_remote_relaxed(ptx::mapa_shared(ptx::smem_addr(&sm.kempty[stage]), ptx::cluster_ctarank() ^ 1u));
+        }
+        continue;
+      }
       if constexpr (WG == 0) {
         float s[32];
         qk_block<T>(s, q_base, k_base, [](int) {});
@@ -617,7 +645,7 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
     // Final L and M: WG0 owns them; the last P_FREE arrival of WG1 is consumed here.
     float L[2], M[2];
     if constexpr (WG == 0) {
-      ptx::named_barrier_sync_unaligned(BAR_P_FREE, CONSUMER_THREADS);
+      if constexpr (!ABLATE_CONSUMERS) ptx::named_barrier_sync_unaligned(BAR_P_FREE, CONSUMER_THREADS);
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         l[half] += __shfl_xor_sync(0xFFFFFFFFu, l[half], 1);
