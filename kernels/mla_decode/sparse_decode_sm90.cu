@@ -337,8 +337,12 @@ __device__ __forceinline__ void producer_crossover(const SparseParams& p, Smem& 
 
 template <bool XO, int NPROD = 1>
 __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx, int pidx = 0) {
-  static_assert(NPROD == 1 || (NPROD == 2 && !XO), "two producer warpgroups only without crossover");
+  static_assert(NPROD == 1 || NPROD == 2, "one or two producer warpgroups");
   constexpr int ROUNDS = XO || NPROD == 2 ? 1 : 2;
+  // Two producer warpgroups with crossover (experimental): both take this CTA's 32 tokens, and split
+  // their dims: warpgroup 0 the 64-dim groups 0-3 and the RoPE dims, warpgroup 1 the groups 4-7, so each
+  // thread has 6-7 loads in flight instead of 11 (72 registers).
+  constexpr bool SPLIT = XO && NPROD == 2;
   const int t = threadIdx.x - CONSUMER_THREADS - 128 * pidx, warp = t / 32, lane = t % 32, q = lane / 8;
   const uint32_t rank = XO ? ptx::cluster_ctarank() : 0u, peer = rank ^ 1u;
   auto token_of = [&](int r) { return (XO ? 32 * static_cast<int>(rank) : NPROD == 2 ? 32 * pidx : 32 * r) + 8 * warp + lane % 8; };
@@ -368,11 +372,21 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
   uint4 raw[ROUNDS][8], rope[ROUNDS][2], sc4[ROUNDS];
   auto issue = [&](int r, int s) {  // round r's loads of slot s (none: slot 0, converted to zeros)
     const uint8_t* tok = token_ptr(p, s >= 0 ? s : 0);
+    if constexpr (SPLIT) {
 #pragma unroll
-    for (int k = 0; k < 8; ++k) raw[r][k] = ptx::ld_nc_v4_l2_256(tok + 64 * k + 16 * q);
-    sc4[r] = ptx::ld_nc_v4(tok + 512);
+      for (int k = 0; k < 4; ++k) raw[r][k] = ptx::ld_nc_v4_l2_256(tok + 64 * (4 * pidx + k) + 16 * q);
+      sc4[r] = ptx::ld_nc_v4(tok + 512);
+      if (pidx == 0) {
 #pragma unroll
-    for (int k = 0; k < 2; ++k) rope[r][k] = ptx::ld_nc_v4(tok + 528 + 64 * k + 16 * q);
+        for (int k = 0; k < 2; ++k) rope[r][k] = ptx::ld_nc_v4(tok + 528 + 64 * k + 16 * q);
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < 8; ++k) raw[r][k] = ptx::ld_nc_v4_l2_256(tok + 64 * k + 16 * q);
+      sc4[r] = ptx::ld_nc_v4(tok + 512);
+#pragma unroll
+      for (int k = 0; k < 2; ++k) rope[r][k] = ptx::ld_nc_v4(tok + 528 + 64 * k + 16 * q);
+    }
   };
   for (int it = 0; it < n_blocks; ++it) {
     const int stage = it % 2;
@@ -393,7 +407,9 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
     // With crossover every CTA writes all 64 valid flags: their index loads go out with the gathers (read
     // at the end of the block they stalled the producer: 7 % of its samples in ncu).
     PendingSlot flag_entry{-1, false};
-    if constexpr (XO) flag_entry = cursor_index(p, meta, cur, s_idx, t < 64 ? t : 0);
+    if constexpr (XO) {
+      if (!SPLIT || pidx == 0) flag_entry = cursor_index(p, meta, cur, s_idx, t < 64 ? t : 0);
+    }
     // The buffer is free once the consumers (of both CTAs, with crossover) released it. The peer's
     // consumers arrive here (relaxed) after their reads completed; this wait only has to order this
     // thread's later writes after that, which a CTA-scope wait does without invalidating L1.
@@ -403,22 +419,37 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
       const int token = token_of(r);
       const bool valid = slot[r] >= 0;
       const float scales[4] = {__uint_as_float(sc4[r].x), __uint_as_float(sc4[r].y), __uint_as_float(sc4[r].z), __uint_as_float(sc4[r].w)};
+      if constexpr (SPLIT) {
 #pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        uint4 a, b;
-        dequant16(raw[r][k], __float2bfloat162_rn(scales[k / 2]), a, b);
-        if (!valid) a = b = make_uint4(0, 0, 0, 0);
-        put(k * TILE_BYTES + sw128(token, 2 * q), a);
-        put(k * TILE_BYTES + sw128(token, 2 * q + 1), b);
+        for (int k = 0; k < 4; ++k) {
+          uint4 a, b;
+          dequant16(raw[r][k], __float2bfloat162_rn(pidx == 0 ? scales[k / 2] : scales[2 + k / 2]), a, b);
+          if (!valid) a = b = make_uint4(0, 0, 0, 0);
+          put((4 * pidx + k) * TILE_BYTES + sw128(token, 2 * q), a);
+          put((4 * pidx + k) * TILE_BYTES + sw128(token, 2 * q + 1), b);
+        }
+        if (pidx == 0) {
+#pragma unroll
+          for (int k = 0; k < 2; ++k) put(8 * TILE_BYTES + sw128(token, q + 4 * k), valid ? rope[r][k] : make_uint4(0, 0, 0, 0));
+        }
+      } else {
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          uint4 a, b;
+          dequant16(raw[r][k], __float2bfloat162_rn(scales[k / 2]), a, b);
+          if (!valid) a = b = make_uint4(0, 0, 0, 0);
+          put(k * TILE_BYTES + sw128(token, 2 * q), a);
+          put(k * TILE_BYTES + sw128(token, 2 * q + 1), b);
+        }
+#pragma unroll
+        for (int k = 0; k < 2; ++k) put(8 * TILE_BYTES + sw128(token, q + 4 * k), valid ? rope[r][k] : make_uint4(0, 0, 0, 0));
       }
-#pragma unroll
-      for (int k = 0; k < 2; ++k) put(8 * TILE_BYTES + sw128(token, q + 4 * k), valid ? rope[r][k] : make_uint4(0, 0, 0, 0));
       if constexpr (!XO) {
         if (q == 0) sm.valid[stage][token] = valid ? 1 : 0;
       }
     }
     if constexpr (XO) {  // both CTAs read the same index row: each sets all 64 flags itself
-      if (t < 64) sm.valid[stage][t] = slot_of(p, flag_entry) >= 0 ? 1 : 0;
+      if (t < 64 && (!SPLIT || pidx == 0)) sm.valid[stage][t] = slot_of(p, flag_entry) >= 0 ? 1 : 0;
     }
     ptx::fence_proxy_async_smem();  // the consumers' wgmma (and, with MLA_XO_BULK, the bulk copy) read these generic writes
     if constexpr (XO && MLA_XO_BULK) {
@@ -427,16 +458,17 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
         const uint32_t rows = ptx::smem_addr(kb) + (32 * rank + 8 * warp) * 128;
 #pragma unroll
         for (int tile = 0; tile < NUM_TILES; ++tile)
-          ptx::bulk_copy_smem_to_cluster(remote_kb + (rows - ptx::smem_addr(kb)) + tile * TILE_BYTES, rows + tile * TILE_BYTES, 8 * 128, remote_bar);
+          if (!SPLIT || (pidx == 0 ? tile < 4 || tile == NUM_TILES - 1 : tile >= 4 && tile < NUM_TILES - 1))  // SPLIT: the tiles this warpgroup wrote
+            ptx::bulk_copy_smem_to_cluster(remote_kb + (rows - ptx::smem_addr(kb)) + tile * TILE_BYTES, rows + tile * TILE_BYTES, 8 * 128, remote_bar);
       }
     }
-    if (XO && !ABLATE_PRODUCER && t == 0) ptx::mbarrier_arrive_expect_tx(&sm.kfull[stage], 32 * D_QK * 2);  // + the peer's half
+    if (XO && !ABLATE_PRODUCER && t == 0 && (!SPLIT || pidx == 0)) ptx::mbarrier_arrive_expect_tx(&sm.kfull[stage], 32 * D_QK * 2);  // + the peer's half
     else ptx::mbarrier_arrive(&sm.kfull[stage]);
     int slot2[ROUNDS];
 #pragma unroll
     for (int r = 0; r < ROUNDS; ++r) {
       slot2[r] = slot_of(p, pending2[r]);
-      if constexpr (!ABLATE_PRODUCER) prefetch_lines(slot2[r]);
+      if (!ABLATE_PRODUCER && (!SPLIT || pidx == 0)) prefetch_lines(slot2[r]);
     }
 #pragma unroll
     for (int r = 0; r < ROUNDS; ++r) slot[r] = slot1[r], slot1[r] = slot2[r];
@@ -668,7 +700,7 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
 
 template <bool XO, bool V2, int NPROD = 1>
 __device__ __forceinline__ void sparse_decode(const SparseParams& p) {
-  static_assert(NPROD == 1 || (V2 && !XO), "v3 = the v2 producer in two warpgroups, without crossover");
+  static_assert(NPROD == 1 || V2, "v3 = the v2 producer in two warpgroups");
   extern __shared__ uint8_t smem_raw[];
   Smem& sm = smem_struct_1024<Smem>(smem_raw);
   // Each role reads the part's record itself, so nothing but the params stays live across the role
@@ -693,7 +725,7 @@ __device__ __forceinline__ void sparse_decode(const SparseParams& p) {
   if (wg >= 2) {
     if constexpr (NPROD == 2) {
       ptx::setmaxnreg_dec<PRODUCER_REGS_V3>();
-      producer_v2<false, 2>(p, sm, *meta, blockIdx.y, wg - 2);
+      producer_v2<XO, 2>(p, sm, *meta, blockIdx.y, wg - 2);
     } else {
       ptx::setmaxnreg_dec<PRODUCER_REGS>();
       if constexpr (V2) producer_v2<XO>(p, sm, *meta, blockIdx.y);
@@ -733,6 +765,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_sparse_decode_cross
 // Two producer warpgroups (producer v3, the default; first run in test/gpu/variants): 512 threads, no crossover.
 extern "C" __global__ void __launch_bounds__(THREADS_V3, 1) mla_sparse_decode_v3_bf16_sm90(const __grid_constant__ mla::SparseParams p) {
   sparse_decode<false, true, 2>(p);
+}
+// Crossover with two producer warpgroups (experimental, written without a GPU; test/gpu/variants).
+extern "C" __global__ void __launch_bounds__(THREADS_V3, 1) mla_sparse_decode_crossover_v3_bf16_sm90(const __grid_constant__ mla::SparseParams p) {
+  sparse_decode<true, true, 2>(p);
 }
 extern "C" __device__ const int mla_sparse_decode_smem_bytes = SMEM_BYTES;
 

@@ -8,7 +8,7 @@
 #   dense, sparse, fp8, runtime, bench-suite, reliability   the GPU test files of that area
 #   bench-dense        the dense headline cases for seesaw, seesaw_fast and v1
 #   bench-sparse       the sparse cases for each of SPARSE_KERNELS (default: sparse_v2, sparse_v3,
-#                      sparse_crossover_v2)
+#                      sparse_crossover_v2, sparse_crossover_v3)
 #   dequant            the exhaustive FP8 dequantization test
 # To time a build variant, build it here into another folder under dist (NVCC_EXTRA_FLAGS=...
 # FLASHMLA_KERNEL_DIR=dist/kernels-x node scripts/buildKernels.mjs) and run any step with
@@ -84,7 +84,7 @@ for step in $steps; do
         unset FLASHMLA_KERNEL_DIR; done; done ;;
     bench-dense-grid) run "bench grid" 200 node dist/src/cli/cli.js bench --case dense-grid --kernel ${KERNEL:-dense_seesaw} --json "$out/bench-grid.json" ;;
     bench-sparse) [ -n "${sparse_hung:-}" ] && { echo "== bench-sparse skipped: the sparse test hung"; continue; }
-      for k in ${SPARSE_KERNELS:-sparse_v2 sparse_v3 sparse_crossover_v2}; do
+      for k in ${SPARSE_KERNELS:-sparse_v2 sparse_v3 sparse_crossover_v2 sparse_crossover_v3}; do
         run "bench $k" 150 node dist/src/cli/cli.js bench --case sparse-v32 sparse-v32-h64 sparse-long-topk sparse-h16 --kernel $k --json "$out/bench-$k.json"; done ;;
     ncu)  # source-level profile of each NCU_JOBS entry; the report stays in /tmp, its pages go to the log and a CSV
       for job in $ncu_jobs; do IFS=: read -r nk nc nb <<< "$job"

@@ -13,7 +13,7 @@ export interface CrossoverGain {
   plainUs: number;
   crossoverUs: number;
   gain: number;
-  /** When the timed kernel has no crossover form (v3): it, and its time, beside the pair measured instead. */
+  /** When the gain was measured on another pair (v3's crossover form is experimental): the timed kernel and its time. */
   via?: { kernel: string; us: number };
 }
 
@@ -24,7 +24,7 @@ export function crossoverPartner(kernel: BenchKernel): BenchKernel | undefined {
 
 /**
  * The kernels to time besides `kernel` to measure the crossover gain: its partner, or, for a kernel with
- * no crossover form, the kernel it names in `crossoverGainVia` and that one's partner.
+ * crossoverGainVia, the kernel it names there and that one's partner.
  */
 export function crossoverGainKernels(kernel: BenchKernel): BenchKernel[] {
   const partner = crossoverPartner(kernel);
@@ -72,6 +72,6 @@ export function crossoverGainVia(timed: BenchCaseResult, a: BenchCaseResult, b: 
 /** One line for the table's footer: "crossover gain at sparse-v32: 0.92× (sparse_v2 489.9 µs, sparse_crossover_v2 529.9 µs)". */
 export function crossoverGainText(g: CrossoverGain): string {
   const pair = `${g.plainKernel} ${g.plainUs.toFixed(1)} µs, ${g.crossoverKernel} ${g.crossoverUs.toFixed(1)} µs`;
-  const via = g.via === undefined ? "" : `; ${g.via.kernel} has no crossover form: ${g.via.us.toFixed(1)} µs`;
+  const via = g.via === undefined ? "" : `; ${g.via.kernel}, the kernel timed: ${g.via.us.toFixed(1)} µs`;
   return `crossover gain at ${g.case}: ${g.gain.toFixed(2)}× (${pair}${via})`;
 }

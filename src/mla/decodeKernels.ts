@@ -27,6 +27,8 @@ export interface DecodeKernels {
   sparseCrossoverV2Bf16: Kernel;
   /** Two producer warpgroups, 512 threads, no crossover (producer v3, the default). */
   sparseV3Bf16: Kernel;
+  /** The same with crossover (experimental: the two producer warpgroups split the dims of this CTA's half). */
+  sparseCrossoverV3Bf16: Kernel;
   sparseSmemBytes: number;
   /** The sparse kernels' e4m3 -> bf16 dequantization alone (an exhaustive GPU test checks it). */
   sparseDequantSelftest: Kernel;
@@ -93,6 +95,7 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
     "mla_sparse_decode_v2_bf16_sm90",
     "mla_sparse_decode_crossover_v2_bf16_sm90",
     "mla_sparse_decode_v3_bf16_sm90",
+    "mla_sparse_decode_crossover_v3_bf16_sm90",
   ]);
   const k: DecodeKernels = {
     sched: sched.getFunction("mla_sched_meta"),
@@ -111,6 +114,7 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
     sparseV2Bf16: sp.kernels[2],
     sparseCrossoverV2Bf16: sp.kernels[3],
     sparseV3Bf16: sp.kernels[4],
+    sparseCrossoverV3Bf16: sp.kernels[5],
     sparseSmemBytes: sp.smemBytes,
     sparseDequantSelftest: sparse.getFunction("mla_sparse_dequant_selftest"),
     combineBf16: combine.getFunction("mla_combine_bf16"),

@@ -22,9 +22,10 @@ export interface SparseDecodeOptions {
    * Which producer gathers and dequantizes the tokens: "v1" (two threads per token, 16-byte pieces),
    * "v2" (a warp takes 8 tokens, 64 contiguous bytes of each per load, L2 256-byte fetches, every load
    * of a block in flight at once) or "v3" (the v2 producer in two warpgroups of a 512-thread CTA, each
-   * converting half of every block; no crossover form). Outputs are bit-identical. On the H200 at
-   * sparse-v32: v1 778 µs, v2 438, v3 404 (bench/results/2026-11-30-h200-all-d55dbb2.json and the
-   * records it cites).
+   * converting half of every block). Outputs are bit-identical. On the H200 at sparse-v32: v1 778 µs,
+   * v2 438, v3 404 (bench/results/2026-11-30-h200-all-d55dbb2.json and the records it cites). With
+   * `crossover`, "v3" is experimental (its two warpgroups split the dims of the CTA's half; tested in
+   * test/gpu/variants only, not yet measured).
    * @default "v3", or "v2" with `crossover`
    */
   producer?: "v1" | "v2" | "v3";
@@ -41,7 +42,6 @@ export interface SparseDecodeOptions {
 export function sparseProducer(opts: SparseDecodeOptions): "v1" | "v2" | "v3" {
   const producer = opts.producer ?? (opts.crossover ? "v2" : "v3");
   if (producer !== "v1" && producer !== "v2" && producer !== "v3") throw new ArgumentError(FN, "producer", '"v1", "v2" or "v3"', String(producer));
-  if (producer === "v3" && opts.crossover) throw new ArgumentError(FN, "producer", '"v1" or "v2" with crossover (v3 runs without it)', '"v3" with crossover: true');
   return producer;
 }
 
@@ -109,7 +109,8 @@ export function sparseDecodeGpu(args: FlashMlaWithKvcacheArgs, opts: SparseDecod
     scale_log2: shape.softmax_scale * Math.LOG2E,
     pad0: 0,
   });
-  const main = producer === "v3" ? k.sparseV3Bf16 : producer === "v2" ? (opts.crossover ? k.sparseCrossoverV2Bf16 : k.sparseV2Bf16) : opts.crossover ? k.sparseCrossoverBf16 : k.sparseBf16;
+  const kernels = { v1: [k.sparseBf16, k.sparseCrossoverBf16], v2: [k.sparseV2Bf16, k.sparseCrossoverV2Bf16], v3: [k.sparseV3Bf16, k.sparseCrossoverV3Bf16] } as const;
+  const main = kernels[producer][opts.crossover ? 1 : 0];
   main.launch(
     {
       grid: [shape.num_head_tiles, shape.s_q, meta.numSmParts],

@@ -1,6 +1,6 @@
 import { getMlaMetadata } from "../../src/mla/MlaSchedMeta.js";
 import { mlaDecodeReference } from "../../src/mla/mlaDecodeReference.js";
-import { sparseDecodeGpu } from "../../src/mla/sparseDecodeGpu.js";
+import { sparseDecodeGpu, type SparseDecodeOptions } from "../../src/mla/sparseDecodeGpu.js";
 import { bf16ArrayToF32 } from "../../src/numeric/bf16.js";
 import { assertClose, SPARSE_LSE_TOL, SPARSE_OUT_TOL } from "../../src/numeric/compare.js";
 import { Rng } from "../../src/numeric/random.js";
@@ -49,3 +49,24 @@ export function checkSparseAgainstCpu(opts: SparseCaseOptions, sampleRows = 0, c
   }
 }
 
+
+/** A host-made sparse case and its device copies (dispose() frees them). */
+export function uploadSparseCase(opts: SparseCaseOptions) {
+  const c = makeSparseCase(opts);
+  const dev = { q: Tensor.toDevice(c.q), kCache: Tensor.toDevice(c.kCache), indices: Tensor.toDevice(c.indices), topkLength: c.topkLength && Tensor.toDevice(c.topkLength), attnSink: c.attnSink && Tensor.toDevice(c.attnSink) };
+  return { c, dev, dispose: () => Object.values(dev).forEach((t) => t?.dispose()) };
+}
+
+/** One sparseDecodeGpu call on an uploaded case (its own metadata); the output bits, on the host. */
+export function sparseBits(u: ReturnType<typeof uploadSparseCase>, opts: SparseDecodeOptions): { out: Uint16Array; lse: Float32Array } {
+  const meta = getMlaMetadata();
+  try {
+    const r = sparseDecodeGpu({ ...u.dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: u.c.softmaxScale, schedMeta: meta }, opts);
+    const bits = { out: r.out.toHost().host as Uint16Array, lse: r.lse.toHost().host as Float32Array };
+    r.out.dispose();
+    r.lse.dispose();
+    return bits;
+  } finally {
+    meta.dispose();
+  }
+}

@@ -113,7 +113,7 @@ describeGpu("bench harness on the GPU", (device) => {
     assert.ok(rec.results[1].tflops > 0 && rec.results[1].nUnique > 0);
     assert.equal(rec.results[1].cycleBudget.crossover, false);
     // sparse-v32 (h_q = 128) was also timed with the v2 producer with and without crossover, for the
-    // measured gain (the default's v3 producer has no crossover form), the default's time beside it.
+    // measured gain (the default's v3 producer's crossover form is experimental), the default's time beside it.
     assert.equal(rec.crossoverGains?.length, 1);
     assert.equal(rec.crossoverGains[0].case, "sparse-v32");
     assert.equal(rec.crossoverGains[0].plainKernel, "sparse_v2");

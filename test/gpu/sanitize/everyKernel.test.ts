@@ -60,7 +60,7 @@ describeGpu("every kernel on small shapes (the compute-sanitizer suite)", () => 
   });
 
   test("sparse: plain and crossover kernels (every producer), split top-k lists, invalid ids, against the CPU reference", () => {
-    for (const [crossover, producer] of [[false, "v1"], [true, "v1"], [false, "v2"], [true, "v2"], [false, "v3"]] as const) {
+    for (const [crossover, producer] of [[false, "v1"], [true, "v1"], [false, "v2"], [true, "v2"], [false, "v3"], [true, "v3"]] as const) {
       const opts = { seed: 60, b: 2, s_q: 2, h_q: 128, s_k: 600, topk: 1100, pageBlockSize: 61, sink: true, invalidFraction: 0.2, topkLength: true };
       const c = makeSparseCase(opts);
       const dev = { q: Tensor.toDevice(c.q), kCache: Tensor.toDevice(c.kCache), indices: Tensor.toDevice(c.indices), topkLength: c.topkLength && Tensor.toDevice(c.topkLength), attnSink: c.attnSink && Tensor.toDevice(c.attnSink) };

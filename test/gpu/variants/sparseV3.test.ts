@@ -2,35 +2,14 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { ArgumentError } from "../../../src/errors/ArgumentError.js";
 import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
-import { sparseDecodeGpu, type SparseDecodeOptions } from "../../../src/mla/sparseDecodeGpu.js";
+import { sparseDecodeGpu } from "../../../src/mla/sparseDecodeGpu.js";
 import { bf16ArrayToF32 } from "../../../src/numeric/bf16.js";
 import { assertClose, SPARSE_LSE_TOL, SPARSE_OUT_TOL } from "../../../src/numeric/compare.js";
-import { Tensor } from "../../../src/runtime/Tensor.js";
 import { describeGpu } from "../../helpers/gpu.js";
-import { makeSparseCase, type SparseCaseOptions } from "../../helpers/makeDecodeCase.js";
-import { checkSparseAgainstCpu as check } from "../../helpers/sparseCheck.js";
+import { checkSparseAgainstCpu as check, sparseBits, uploadSparseCase } from "../../helpers/sparseCheck.js";
 
 // Producer "v3" (two producer warpgroups, 512 threads, P·V as two m64n128 wgmmas), written without a
 // GPU: its own file, so a fault in it cannot stop the suites of the verified kernels.
-
-function upload(opts: SparseCaseOptions) {
-  const c = makeSparseCase(opts);
-  const dev = { q: Tensor.toDevice(c.q), kCache: Tensor.toDevice(c.kCache), indices: Tensor.toDevice(c.indices), topkLength: c.topkLength && Tensor.toDevice(c.topkLength), attnSink: c.attnSink && Tensor.toDevice(c.attnSink) };
-  return { c, dev, dispose: () => Object.values(dev).forEach((t) => t?.dispose()) };
-}
-
-function run(u: ReturnType<typeof upload>, opts: SparseDecodeOptions): { out: Uint16Array; lse: Float32Array } {
-  const meta = getMlaMetadata();
-  try {
-    const r = sparseDecodeGpu({ ...u.dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: u.c.softmaxScale, schedMeta: meta }, opts);
-    const bits = { out: r.out.toHost().host as Uint16Array, lse: r.lse.toHost().host as Float32Array };
-    r.out.dispose();
-    r.lse.dispose();
-    return bits;
-  } finally {
-    meta.dispose();
-  }
-}
 
 describeGpu("sparse producer v3 (the default since the fourth session)", () => {
   test("v3 matches the CPU reference, every element, at 16, 64 and 128 heads", () => {
@@ -40,10 +19,10 @@ describeGpu("sparse producer v3 (the default since the fourth session)", () => {
   });
 
   test("v3 agrees with v2 on a long top-k list split over many parts (bits compared, tolerance asserted)", (t) => {
-    const u = upload({ seed: 1103, b: 1, s_q: 2, h_q: 128, s_k: 40000, topk: 16384, pageBlockSize: 64, sink: true });
+    const u = uploadSparseCase({ seed: 1103, b: 1, s_q: 2, h_q: 128, s_k: 40000, topk: 16384, pageBlockSize: 64, sink: true });
     try {
-      const v2 = run(u, { producer: "v2" });
-      const v3 = run(u, { producer: "v3" });
+      const v2 = sparseBits(u, { producer: "v2" });
+      const v3 = sparseBits(u, { producer: "v3" });
       let differ = 0;
       for (let i = 0; i < v2.out.length; i++) if (v2.out[i] !== v3.out[i]) differ++;
       t.diagnostic(`${differ} of ${v2.out.length} out elements differ in their bits from v2`);
@@ -54,13 +33,12 @@ describeGpu("sparse producer v3 (the default since the fourth session)", () => {
     }
   });
 
-  test("producer options are checked before anything is allocated", () => {
-    const u = upload({ seed: 1104, b: 1, s_q: 1, h_q: 128, s_k: 200, topk: 64, pageBlockSize: 64 });
+  test("a bad producer option is refused before anything is allocated", () => {
+    const u = uploadSparseCase({ seed: 1104, b: 1, s_q: 1, h_q: 128, s_k: 200, topk: 64, pageBlockSize: 64 });
     try {
       const meta = getMlaMetadata();
       try {
         const args = { ...u.dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: u.c.softmaxScale, schedMeta: meta };
-        assert.throws(() => sparseDecodeGpu(args, { producer: "v3", crossover: true }), (e: unknown) => e instanceof ArgumentError && /producer/.test(e.message));
         assert.throws(() => sparseDecodeGpu(args, { producer: "v4" as "v3" }), (e: unknown) => e instanceof ArgumentError && /"v1", "v2" or "v3"/.test(e.message));
         assert.equal(meta.initialized, false, "no metadata was filled by the refused calls");
       } finally {
