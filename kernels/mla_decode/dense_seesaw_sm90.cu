@@ -49,6 +49,15 @@ enum : uint32_t { BAR_CONSUMERS = 1, BAR_SCALE0_READY = 2, BAR_SCALE1_READY = 3,
 #ifndef MLA_DENSE_REFILL_AFTER_SCALE1
 #define MLA_DENSE_REFILL_AFTER_SCALE1 0
 #endif
+// MLA_DENSE_WG_MBARRIERS (a racecheck experiment, not yet run): no 128-thread named barriers. A
+//   warpgroup releases a refill group by one mbarrier arrival per warp (warp 0 waits for the four, then
+//   refills), and orders its tail zeroing before its own wgmma with an mbarrier all 128 threads arrive
+//   on and wait for. racecheck follows mbarriers (the producer -> consumer exchanges are never flagged)
+//   and its last dense report (sm.l, ordered by full barriers) went away in the sparse kernel when its
+//   128-thread barrier did (docs/reliability.md §3).
+#ifndef MLA_DENSE_WG_MBARRIERS
+#define MLA_DENSE_WG_MBARRIERS 0
+#endif
 
 struct __align__(1024) Smem {
   uint8_t q[QK_BYTES];
@@ -63,6 +72,9 @@ struct __align__(1024) Smem {
   // Multicast variant only: per refill group (REFILL_*), rank 0's barrier counts the release of the
   // group by both CTAs of the cluster (one arrival each) before it multicasts the next pair's tiles.
   uint64_t kempty[3];
+  // MLA_DENSE_WG_MBARRIERS only (unused, and not initialised, otherwise):
+  uint64_t wg_free[3];  // per refill group: one arrival per warp of the warpgroup that read it last
+  uint64_t wg_sync[2];  // per warpgroup: all 128 threads
 };
 constexpr int SMEM_BYTES = sizeof(Smem) + 1024;
 static_assert(SMEM_BYTES <= 232448, "fits the opt-in shared memory of an H100/H200 SM");
@@ -295,6 +307,32 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
   const uint64_t policy = ptx::policy_evict_first();
   uint32_t phase = 0;  // flips once per iteration (pair of blocks) for every barrier
   uint32_t empty_phase = 0;  // MC, rank 0's releasing threads: parity of each refill group's kempty
+  // A warpgroup's own barrier (`bar`: BAR_WG0 or BAR_WG1, the same warpgroup as `wg`), and its release of
+  // refill group g after which warp 0 refills it for `next`: named barriers, or (MLA_DENSE_WG_MBARRIERS)
+  // mbarriers, each completed once per iteration (group) or per use (sync).
+  uint32_t wg_sync_phase = 0;
+  auto wg_sync = [&](uint32_t bar) {
+    if constexpr (MLA_DENSE_WG_MBARRIERS) {
+      ptx::mbarrier_arrive(&sm.wg_sync[bar - BAR_WG0]);
+      ptx::mbarrier_wait(&sm.wg_sync[bar - BAR_WG0], wg_sync_phase);
+      wg_sync_phase ^= 1;
+    } else {
+      ptx::named_barrier_sync(bar, 128);
+    }
+  };
+  auto release_and_refill = [&](uint32_t bar, int g, const Pair& next) {
+    if constexpr (MLA_DENSE_WG_MBARRIERS) {
+      __syncwarp();
+      if (lane == 0) ptx::mbarrier_arrive(&sm.wg_free[g]);
+      if (warp_u == 0) {
+        ptx::mbarrier_wait(&sm.wg_free[g], phase);
+        refill<MC>(p, sm, next, g, hk, policy, empty_phase, lane);
+      }
+    } else {
+      ptx::named_barrier_sync(bar, 128);
+      if (warp_u == 0) refill<MC>(p, sm, next, g, hk, policy, empty_phase, lane);
+    }
+  };
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
     const int seqlen = p.cache_seqlens[req];
     const int start_blk = req == meta.begin_req_idx ? meta.begin_block_idx : 0;
@@ -340,7 +378,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         if (seqlen - blk0 * BLOCK_N < BLOCK_N) {
           zero_tail_rows(sm.k[0], 0, max(seqlen - blk0 * BLOCK_N, 0), t128);
           ptx::fence_proxy_async_smem();
-          ptx::named_barrier_sync(BAR_WG0, 128);
+          wg_sync(BAR_WG0);
         }
         uint32_t p0[4][4];
         pack_p<T>(p0, s);
@@ -348,10 +386,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
         // K0 tiles 0-3 are no longer read by anyone: refill them with the next pair's first block.
-        if constexpr (!MLA_DENSE_REFILL_AFTER_SCALE1) {
-          ptx::named_barrier_sync(BAR_WG0, 128);
-          if (warp_u == 0) refill<MC>(p, sm, next, REFILL_K0_LEFT, hk, policy, empty_phase, lane);
-        }
+        if constexpr (!MLA_DENSE_REFILL_AFTER_SCALE1) release_and_refill(BAR_WG0, REFILL_K0_LEFT, next);
 
         ptx::named_barrier_sync(BAR_SCALE1_READY, CONSUMER_THREADS);
         if constexpr (MLA_DENSE_REFILL_AFTER_SCALE1) {
@@ -373,15 +408,14 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         if (seqlen - blk1 * BLOCK_N < BLOCK_N) {  // W1's Q·K1ᵀ is done: it published s1 after it
           zero_tail_rows(sm.k[1], 0, max(seqlen - blk1 * BLOCK_N, 0), t128);
           ptx::fence_proxy_async_smem();
-          ptx::named_barrier_sync(BAR_WG0, 128);
+          wg_sync(BAR_WG0);
         }
         if constexpr (MLA_DENSE_EARLY_SCALE1) ptx::named_barrier_sync(BAR_P1_READY, CONSUMER_THREADS);
         pv_ss<T>(o, p_tile(sm, 1), sm.k[1], 0);  // O_L += sP1·V1L
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
         // W0 was the last to read K1 tiles 0-3 (V1L) and tile 8 (sP1).
-        ptx::named_barrier_sync(BAR_WG0, 128);
-        if (warp_u == 0) refill<MC>(p, sm, next, REFILL_K1_LEFT_P, hk, policy, empty_phase, lane);
+        release_and_refill(BAR_WG0, REFILL_K1_LEFT_P, next);
       } else {
         compute_s<T>(s, sm, 1, phase);
         mask_scale<FAST>(s, p, blk1, lane, limit);
@@ -410,7 +444,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           zero_tail_rows(sm.k[1], 4, max(seqlen - blk1 * BLOCK_N, 0), t128);
           zero_tail_rows(sm.k[0], 4, max(seqlen - blk0 * BLOCK_N, 0), t128);
           ptx::fence_proxy_async_smem();
-          ptx::named_barrier_sync(BAR_WG1, 128);
+          wg_sync(BAR_WG1);
         }
         pv_rs<T>(o, p1, sm.k[1], 4);  // O_R += P1·V1R
         ptx::named_barrier_sync(BAR_P0_READY, CONSUMER_THREADS);
@@ -419,8 +453,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         ptx::fence_regs(o);
         // K0 tiles 4-8 (V0R, sP0) and K1 tiles 4-7 (V1R) are done; W0's Q·K0ᵀ finished before it
         // published sP0, and W0 refills K1's tile 8 (sP1) once it has read it.
-        ptx::named_barrier_sync(BAR_WG1, 128);
-        if (warp_u == 0) refill<MC>(p, sm, next, REFILL_RIGHT, hk, policy, empty_phase, lane);
+        release_and_refill(BAR_WG1, REFILL_RIGHT, next);
       }
     }
 
@@ -457,6 +490,10 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
     for (int s = 0; s < 2; ++s)
       for (int t = 0; t < NUM_TILES; ++t) ptx::mbarrier_init(&sm.kfull[s][t], 1);
     for (int g = 0; g < 3; ++g) ptx::mbarrier_init(&sm.kempty[g], 2);
+#if MLA_DENSE_WG_MBARRIERS
+    for (int g = 0; g < 3; ++g) ptx::mbarrier_init(&sm.wg_free[g], 4);
+    for (int w = 0; w < 2; ++w) ptx::mbarrier_init(&sm.wg_sync[w], 128);
+#endif
     ptx::fence_mbarrier_init();
     ptx::prefetch_tensormap(&p.tmap_kv);
     // The first pair of blocks; afterwards each warpgroup refills what it frees.
