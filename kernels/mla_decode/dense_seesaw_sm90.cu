@@ -58,6 +58,15 @@ enum : uint32_t { BAR_CONSUMERS = 1, BAR_SCALE0_READY = 2, BAR_SCALE1_READY = 3,
 #ifndef MLA_DENSE_WG_MBARRIERS
 #define MLA_DENSE_WG_MBARRIERS 0
 #endif
+// MLA_DENSE_W1_V1R_FIRST (a timing experiment, not yet run; not with multicast): W1 refills K1's tiles
+//   4-7 (V1R) as soon as its P1·V1R is done instead of after P0·V0R too, and takes K1's tiles in the
+//   order 4-7, 0-3, 8 in its next Q·K1ᵀ. Today W1 starts each pair on K1's tile 0, which W0 refills at
+//   the end of its own iteration, so W1 waits about one TMA latency per pair. (Unlike Change 1 of §4 no
+//   warpgroup waits for the other's tiles.) Changes S's summation order for W1: outputs move within
+//   rounding, seesaw and seesaw_fast stay bit-identical to each other.
+#ifndef MLA_DENSE_W1_V1R_FIRST
+#define MLA_DENSE_W1_V1R_FIRST 0
+#endif
 
 struct __align__(1024) Smem {
   uint8_t q[QK_BYTES];
@@ -73,7 +82,7 @@ struct __align__(1024) Smem {
   // group by both CTAs of the cluster (one arrival each) before it multicasts the next pair's tiles.
   uint64_t kempty[3];
   // MLA_DENSE_WG_MBARRIERS only (unused, and not initialised, otherwise):
-  uint64_t wg_free[3];  // per refill group: one arrival per warp of the warpgroup that read it last
+  uint64_t wg_free[5];  // per refill group: one arrival per warp of the warpgroup that read it last
   uint64_t wg_sync[2];  // per warpgroup: all 128 threads
 };
 constexpr int SMEM_BYTES = sizeof(Smem) + 1024;
@@ -86,6 +95,26 @@ __device__ __forceinline__ uint8_t* p_tile(Smem& sm, int stage) { return sm.k[st
 template <typename T>
 __device__ __forceinline__ void compute_s(float (&s)[32], Smem& sm, int stage, uint32_t phase) {
   qk_block<T>(s, ptx::smem_addr(sm.q), ptx::smem_addr(sm.k[stage]), [&](int t) { ptx::mbarrier_wait(&sm.kfull[stage][t], phase); });
+}
+
+// The same over K1's tiles in the order they are refilled under MLA_DENSE_W1_V1R_FIRST: 4-7, 0-3, 8.
+template <typename T>
+__device__ __forceinline__ void compute_s_v1r_first(float (&s)[32], Smem& sm, uint32_t phase) {
+  constexpr int order[NUM_TILES] = {4, 5, 6, 7, 0, 1, 2, 3, 8};
+  const uint32_t q_base = ptx::smem_addr(sm.q), k_base = ptx::smem_addr(sm.k[1]);
+#pragma unroll
+  for (int i = 0; i < NUM_TILES; ++i) {
+    const int t = order[i];
+    ptx::mbarrier_wait(&sm.kfull[1][t], phase);
+    if (i == 0) ptx::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      ptx::wgmma_m64n64k16_ss<T>(s, ptx::smem_desc_sw128(q_base + t * TILE_BYTES + kk * 32, 16, 1024),
+                                 ptx::smem_desc_sw128(k_base + t * TILE_BYTES + kk * 32, 16, 1024), (i | kk) != 0);
+  }
+  ptx::wgmma_commit();
+  ptx::wgmma_wait<0>();
+  ptx::fence_regs(s);
 }
 
 // Scales scores to the log2 domain and masks tokens at or past each row's limit (-inf). FAST: when no
@@ -253,7 +282,8 @@ __device__ __forceinline__ void load_tiles(const DenseParams& p, Smem& sm, const
 }
 
 // The three refill groups: tiles that become free together, released by the warpgroup that read them last.
-enum : int { REFILL_K0_LEFT = 0, REFILL_K1_LEFT_P = 1, REFILL_RIGHT = 2 };
+// REFILL_RIGHT is split into its two halves under MLA_DENSE_W1_V1R_FIRST (never with multicast).
+enum : int { REFILL_K0_LEFT = 0, REFILL_K1_LEFT_P = 1, REFILL_RIGHT = 2, REFILL_K1_RIGHT = 3, REFILL_K0_RIGHT = 4 };
 
 // Issues (or, with multicast, releases) refill group g for the pair `next`, called by one whole warp of
 // the releasing warpgroup (warp-uniform, after the warpgroup's named barrier). Without multicast lane 0
@@ -264,7 +294,8 @@ enum : int { REFILL_K0_LEFT = 0, REFILL_K1_LEFT_P = 1, REFILL_RIGHT = 2 };
 template <bool MC>
 __device__ __forceinline__ void refill(const DenseParams& p, Smem& sm, const Pair& next, int g, int hk, uint64_t policy, uint32_t& empty_phase, int lane) {
   struct Span { int stage, t0, t1; };
-  const Span spans[3][2] = {{{0, 0, 4}, {0, 0, 0}}, {{1, 0, 4}, {1, NUM_TILES - 1, NUM_TILES}}, {{0, 4, NUM_TILES}, {1, 4, NUM_TILES - 1}}};
+  const Span spans[5][2] = {{{0, 0, 4}, {0, 0, 0}}, {{1, 0, 4}, {1, NUM_TILES - 1, NUM_TILES}}, {{0, 4, NUM_TILES}, {1, 4, NUM_TILES - 1}},
+                            {{1, 4, NUM_TILES - 1}, {1, 0, 0}}, {{0, 4, NUM_TILES}, {0, 0, 0}}};
   if constexpr (!MC) {
     if (lane == 0) {
 #pragma unroll
@@ -417,7 +448,8 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         // W0 was the last to read K1 tiles 0-3 (V1L) and tile 8 (sP1).
         release_and_refill(BAR_WG0, REFILL_K1_LEFT_P, next);
       } else {
-        compute_s<T>(s, sm, 1, phase);
+        if constexpr (MLA_DENSE_W1_V1R_FIRST && !MC) compute_s_v1r_first<T>(s, sm, phase);
+        else compute_s<T>(s, sm, 1, phase);
         mask_scale<FAST>(s, p, blk1, lane, limit);
         ptx::named_barrier_sync(BAR_SCALE0_READY, CONSUMER_THREADS);
         float scale01[2];
@@ -449,11 +481,19 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         pv_rs<T>(o, p1, sm.k[1], 4);  // O_R += P1·V1R
         ptx::named_barrier_sync(BAR_P0_READY, CONSUMER_THREADS);
         pv_ss<T>(o, p_tile(sm, 0), sm.k[0], 4);  // O_R += sP0·V0R
-        ptx::wgmma_wait<0>();
-        ptx::fence_regs(o);
-        // K0 tiles 4-8 (V0R, sP0) and K1 tiles 4-7 (V1R) are done; W0's Q·K0ᵀ finished before it
-        // published sP0, and W0 refills K1's tile 8 (sP1) once it has read it.
-        release_and_refill(BAR_WG1, REFILL_RIGHT, next);
+        if constexpr (MLA_DENSE_W1_V1R_FIRST && !MC) {
+          ptx::wgmma_wait<1>();  // P1·V1R is done (P0·V0R may still run): K1 tiles 4-7 are free
+          release_and_refill(BAR_WG1, REFILL_K1_RIGHT, next);
+          ptx::wgmma_wait<0>();
+          ptx::fence_regs(o);
+          release_and_refill(BAR_WG1, REFILL_K0_RIGHT, next);
+        } else {
+          ptx::wgmma_wait<0>();
+          ptx::fence_regs(o);
+          // K0 tiles 4-8 (V0R, sP0) and K1 tiles 4-7 (V1R) are done; W0's Q·K0ᵀ finished before it
+          // published sP0, and W0 refills K1's tile 8 (sP1) once it has read it.
+          release_and_refill(BAR_WG1, REFILL_RIGHT, next);
+        }
       }
     }
 
@@ -491,7 +531,7 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
       for (int t = 0; t < NUM_TILES; ++t) ptx::mbarrier_init(&sm.kfull[s][t], 1);
     for (int g = 0; g < 3; ++g) ptx::mbarrier_init(&sm.kempty[g], 2);
 #if MLA_DENSE_WG_MBARRIERS
-    for (int g = 0; g < 3; ++g) ptx::mbarrier_init(&sm.wg_free[g], 4);
+    for (int g = 0; g < 5; ++g) ptx::mbarrier_init(&sm.wg_free[g], 4);
     for (int w = 0; w < 2; ++w) ptx::mbarrier_init(&sm.wg_sync[w], 128);
 #endif
     ptx::fence_mbarrier_init();
