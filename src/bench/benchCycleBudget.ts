@@ -21,6 +21,29 @@ export interface BenchCycleBudget {
   ceilingTflops: number;
   /** Measured TFLOPS over ceilingTflops, as %, once timed. */
   percentOfBudget?: number;
+  /**
+   * Once timed: the cycles one CTA spent per K/V entry it processed (the budget's unit), at the GPU's
+   * maximum SM clock, and that clock. A CTA processes 64-entry blocks of one query token's list for 64
+   * heads; an SM runs one CTA at a time.
+   */
+  measuredCyclesPerToken?: number;
+  clockMhz?: number;
+}
+
+/** What one timed run was: its time, the GPU's SMs and maximum SM clock, and the case's shape. */
+export interface MeasuredSparseRun {
+  timeUs: number;
+  smCount: number;
+  clockMhz: number;
+  b: number;
+  s_q: number;
+  h_q: number;
+  topk: number;
+}
+
+/** K/V entries processed summed over CTAs: b · s_q · (64-head tiles) · topk rounded up to whole 64-entry blocks. */
+export function sparseCtaTokens(r: Pick<MeasuredSparseRun, "b" | "s_q" | "h_q" | "topk">): number {
+  return r.b * r.s_q * Math.ceil(r.h_q / 64) * Math.ceil(r.topk / 64) * 64;
 }
 
 /**
@@ -29,7 +52,7 @@ export interface BenchCycleBudget {
  * `h_q` heads run by a kernel with or without crossover, scaled by the measured tensor roof; with a
  * measured TFLOPS figure, how close the kernel came to what the budget allows.
  */
-export function benchCycleBudget(h_q: number, opts: { crossover: boolean; peakTflops: number; measuredTflops?: number }): BenchCycleBudget {
+export function benchCycleBudget(h_q: number, opts: { crossover: boolean; peakTflops: number; measuredTflops?: number; measured?: MeasuredSparseRun }): BenchCycleBudget {
   const budget = sparseCycleBudget({ h_q, peakTflops: opts.peakTflops });
   const seed = (crossover: boolean) => budget.rows.find((r) => r.figure === "seed" && r.crossover === crossover)!;
   const ran = seed(opts.crossover);
@@ -46,6 +69,9 @@ export function benchCycleBudget(h_q: number, opts: { crossover: boolean; peakTf
     fractionOfPeak: ran.fractionOfPeak,
     ceilingTflops,
     ...(opts.measuredTflops !== undefined ? { percentOfBudget: (100 * opts.measuredTflops) / ceilingTflops } : {}),
+    ...(opts.measured !== undefined
+      ? { measuredCyclesPerToken: (opts.measured.timeUs * opts.measured.clockMhz * opts.measured.smCount) / sparseCtaTokens(opts.measured), clockMhz: opts.measured.clockMhz }
+      : {}),
   };
 }
 
@@ -57,6 +83,7 @@ export function cycleBudgetText(b: BenchCycleBudget): string {
     ? `crossover: ${clk(b.mmaCycles)} MMA clk vs ${clk(b.crossoverDequantCycles)} dequant clk per token (${clk(b.dequantCycles)} without)`
     : `${clk(b.mmaCycles)} MMA clk vs ${clk(b.dequantCycles)} dequant clk per token (${clk(b.crossoverDequantCycles)} with crossover${b.crossoverApplies ? "" : ", which needs h_q ≥ 128"})`;
   const heads = b.usefulHeadsPerCta < b.hPerCta ? `, ${b.usefulHeadsPerCta} of ${b.hPerCta} heads per CTA useful` : "";
-  const measured = b.percentOfBudget === undefined ? "" : `; measured ${b.percentOfBudget.toFixed(0)} % of it`;
+  const cycles = b.measuredCyclesPerToken === undefined ? "" : ` (${clk(b.measuredCyclesPerToken)} clk per token per CTA at ${b.clockMhz} MHz)`;
+  const measured = b.percentOfBudget === undefined ? "" : `; measured ${b.percentOfBudget.toFixed(0)} % of it${cycles}`;
   return `seed cycle budget: ${crossoverPart}${heads} → ${b.bound === "mma" ? "MMA" : "dequant"}-bound, ≤ ${pct(b.fractionOfPeak)} % of peak (${b.ceilingTflops.toFixed(0)} TFLOPS)${measured}`;
 }

@@ -115,8 +115,11 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
   let cost = mlaCost(model);
   // The crossover rows only describe a kernel whose query token spans two 64-head CTAs.
   const crossover = (opts.kernel.crossover === true && c.h_q > 64) || (opts.kernel.crossover === "h128" && c.h_q === 128);
-  const budget = (measuredTflops?: number) =>
-    c.kind === "sparse" ? { cycleBudget: benchCycleBudget(c.h_q, { crossover, peakTflops: opts.roofs.tflops, measuredTflops }) } : {};
+  const budget = (measuredTflops?: number, timeUs?: number) => {
+    if (c.kind !== "sparse") return {};
+    const measured = timeUs === undefined ? undefined : { timeUs, smCount: opts.device.smCount, clockMhz: opts.device.clockRateKHz / 1000, b: c.b, s_q: c.s_q, h_q: c.h_q, topk: c.topk! };
+    return { cycleBudget: benchCycleBudget(c.h_q, { crossover, peakTflops: opts.roofs.tflops, measuredTflops, ...(measured !== undefined ? { measured } : {}) }) };
+  };
   if (unsupported !== undefined) return { ...base, status: "not-available", reason: unsupported, shape, model, cost, ...budget() };
 
   const { device, stream } = opts;
@@ -208,7 +211,7 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
       hostOutran: times.hostOutran,
       figures,
       check: { ok: check.ok, rows: check.rows, badElements: check.badElements, out: check.out, lse: check.lse, message: check.message },
-      ...budget(figures.tflops),
+      ...budget(figures.tflops, timeUs.median),
     };
     if (!check.ok) result.reason = `check FAILED: ${check.message}`;
     else if (sets.length < MIN_SETS) result.reason = `only ${sets.length} input set(s) fit in memory: the L2 may hold part of the working set`;

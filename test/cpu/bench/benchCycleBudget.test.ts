@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { benchCycleBudget, cycleBudgetText } from "../../../src/bench/benchCycleBudget.js";
+import { benchCycleBudget, cycleBudgetText, sparseCtaTokens } from "../../../src/bench/benchCycleBudget.js";
 
 test("benchCycleBudget() gives the seed's 34 MMA against 50 dequant cycles: 68 % of peak without crossover", () => {
   const b = benchCycleBudget(128, { crossover: false, peakTflops: 767 });
@@ -35,4 +35,16 @@ test("benchCycleBudget() counts only the useful heads of a 64-row tile for h_q =
 test("cycleBudgetText() names the crossover rows when the kernel crosses over, and the share measured", () => {
   const text = cycleBudgetText(benchCycleBudget(128, { crossover: true, peakTflops: 767, measuredTflops: 383.5 }));
   assert.equal(text, "seed cycle budget: crossover: 34.0 MMA clk vs 25.0 dequant clk per token (50.0 without) → MMA-bound, ≤ 100 % of peak (767 TFLOPS); measured 50 % of it");
+});
+
+test("benchCycleBudget() with a timed run quotes the cycles per token per CTA beside the budget's 34 / 50", () => {
+  // sparse-v32 as measured at d55dbb2: b 128, s_q 2, h_q 128, topk 2048, 403.9 µs on 132 SMs at 1980 MHz.
+  const run = { timeUs: 403.9, smCount: 132, clockMhz: 1980, b: 128, s_q: 2, h_q: 128, topk: 2048 };
+  assert.equal(sparseCtaTokens(run), 128 * 2 * 2 * 2048);
+  const b = benchCycleBudget(128, { crossover: false, peakTflops: 767, measuredTflops: 361.5, measured: run });
+  assert.equal(b.measuredCyclesPerToken!.toFixed(1), ((403.9 * 1980 * 132) / (128 * 2 * 2 * 2048)).toFixed(1));
+  assert.equal(b.measuredCyclesPerToken!.toFixed(1), "100.7");
+  assert.match(cycleBudgetText(b), /; measured 69 % of it \(100\.7 clk per token per CTA at 1980 MHz\)$/);
+  // topk not a multiple of 64 counts whole blocks; 16 heads still take one 64-head CTA per query token.
+  assert.equal(sparseCtaTokens({ b: 2, s_q: 1, h_q: 16, topk: 100 }), 2 * 1 * 1 * 128);
 });
