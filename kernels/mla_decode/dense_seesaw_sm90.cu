@@ -35,7 +35,7 @@ constexpr int THREADS = CONSUMER_THREADS;
 
 // Named barriers (id 0 is __syncthreads). Each is used once per iteration: one warpgroup arrives, the
 // other waits, so 256 threads complete it.
-enum : uint32_t { BAR_CONSUMERS = 1, BAR_SCALE0_READY = 2, BAR_SCALE1_READY = 3, BAR_P0_READY = 4, BAR_L_READY = 5, BAR_WG0 = 6, BAR_WG1 = 7, BAR_P1_READY = 8 };
+enum : uint32_t { BAR_CONSUMERS = 1, BAR_SCALE0_READY = 2, BAR_SCALE1_READY = 3, BAR_P0_READY = 4, BAR_L_READY = 5, BAR_WG0 = 6, BAR_WG1 = 7, BAR_P1_READY = 8, BAR_PV0R_ISSUED = 9 };
 
 // Timing experiments (not yet run; shipped builds have both off, PTX unchanged):
 // MLA_DENSE_EARLY_SCALE1: W1 arrives SCALE1 as soon as it has published m and s1, and stores sP1 after
@@ -66,6 +66,16 @@ enum : uint32_t { BAR_CONSUMERS = 1, BAR_SCALE0_READY = 2, BAR_SCALE1_READY = 3,
 //   rounding, seesaw and seesaw_fast stay bit-identical to each other.
 #ifndef MLA_DENSE_W1_V1R_FIRST
 #define MLA_DENSE_W1_V1R_FIRST 0
+#endif
+// MLA_DENSE_W0_QK_EARLY (a timing experiment, not yet run; not with multicast): within a request, W0
+//   issues the next pair's Q·K0ᵀ right behind its P1·V1L instead of after waiting for it, so the tensor
+//   pipe has W0's next Q·Kᵀ queued while W0 waits, refills and starts its softmax: tiles 0-3 (refilled
+//   after P0·V0L, long landed) at once, `wait<1>` for P1·V1L, the K1 refill, then tiles 4-8. W0 first
+//   waits until W1 has issued its sP0·V0R (PV0R_ISSUED), so that one goes first (the lesson of Change 1
+//   in §4: order the tensor work by what was issued, not by memory). S is summed in the same order:
+//   outputs are unchanged.
+#ifndef MLA_DENSE_W0_QK_EARLY
+#define MLA_DENSE_W0_QK_EARLY 0
 #endif
 
 struct __align__(1024) Smem {
@@ -386,12 +396,18 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     for (int i = 0; i < 128; ++i) o[i] = 0.0f;
     float l[2] = {0.0f, 0.0f}, m[2] = {M_INIT, M_INIT};
     float s[32];
+    bool s_queued = false;  // MLA_DENSE_W0_QK_EARLY: W0's Q·K0ᵀ of this pair was issued last iteration
 
     for (int blk0 = start_blk; blk0 < end_blk; blk0 += 2, phase ^= 1) {
       const int blk1 = blk0 + 1;
       const Pair next = next_pair(p, meta, {req, blk0, end_blk, {}});
       if (wg == 0) {
-        compute_s<T>(s, sm, 0, phase);
+        if (MLA_DENSE_W0_QK_EARLY && !MC && s_queued) {
+          ptx::wgmma_wait<0>();
+          ptx::fence_regs(s);
+        } else {
+          compute_s<T>(s, sm, 0, phase);
+        }
         mask_scale<FAST>(s, p, blk0, lane, limit);
         float scale0[2];
 #pragma unroll
@@ -443,10 +459,38 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         }
         if constexpr (MLA_DENSE_EARLY_SCALE1) ptx::named_barrier_sync(BAR_P1_READY, CONSUMER_THREADS);
         pv_ss<T>(o, p_tile(sm, 1), sm.k[1], 0);  // O_L += sP1·V1L
-        ptx::wgmma_wait<0>();
-        ptx::fence_regs(o);
-        // W0 was the last to read K1 tiles 0-3 (V1L) and tile 8 (sP1).
-        release_and_refill(BAR_WG0, REFILL_K1_LEFT_P, next);
+        if constexpr (MLA_DENSE_W0_QK_EARLY && !MC) {
+          ptx::named_barrier_sync(BAR_PV0R_ISSUED, CONSUMER_THREADS);  // W1's sP0·V0R is queued before ours
+          s_queued = next.req == req && next.end_blk != 0;  // Q stays: the next pair is in this request
+          // Q·K0ᵀ of the next pair over tiles [t0, t1), each once it has landed, as one commit group.
+          const uint32_t q_base = ptx::smem_addr(sm.q), k_base = ptx::smem_addr(sm.k[0]);
+          auto qk_next = [&](int t0, int t1) {
+#pragma unroll
+            for (int t = t0; t < t1; ++t) {
+              ptx::mbarrier_wait(&sm.kfull[0][t], phase ^ 1);  // the next pair's phase
+#pragma unroll
+              for (int kk = 0; kk < 4; ++kk)
+                ptx::wgmma_m64n64k16_ss<T>(s, ptx::smem_desc_sw128(q_base + t * TILE_BYTES + kk * 32, 16, 1024),
+                                           ptx::smem_desc_sw128(k_base + t * TILE_BYTES + kk * 32, 16, 1024), (t | kk) != 0);
+            }
+            ptx::wgmma_commit();
+          };
+          if (s_queued) {
+            ptx::wgmma_fence();
+            qk_next(0, 4);
+            ptx::wgmma_wait<1>();  // P1·V1L is done (the Q·K0ᵀ group may still run)
+          } else {
+            ptx::wgmma_wait<0>();
+          }
+          ptx::fence_regs(o);
+          release_and_refill(BAR_WG0, REFILL_K1_LEFT_P, next);
+          if (s_queued) qk_next(4, NUM_TILES);
+        } else {
+          ptx::wgmma_wait<0>();
+          ptx::fence_regs(o);
+          // W0 was the last to read K1 tiles 0-3 (V1L) and tile 8 (sP1).
+          release_and_refill(BAR_WG0, REFILL_K1_LEFT_P, next);
+        }
       } else {
         if constexpr (MLA_DENSE_W1_V1R_FIRST && !MC) compute_s_v1r_first<T>(s, sm, phase);
         else compute_s<T>(s, sm, 1, phase);
@@ -481,6 +525,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         pv_rs<T>(o, p1, sm.k[1], 4);  // O_R += P1·V1R
         ptx::named_barrier_sync(BAR_P0_READY, CONSUMER_THREADS);
         pv_ss<T>(o, p_tile(sm, 0), sm.k[0], 4);  // O_R += sP0·V0R
+        if constexpr (MLA_DENSE_W0_QK_EARLY && !MC) ptx::named_barrier_arrive(BAR_PV0R_ISSUED, CONSUMER_THREADS);
         if constexpr (MLA_DENSE_W1_V1R_FIRST && !MC) {
           ptx::wgmma_wait<1>();  // P1·V1R is done (P0·V0R may still run): K1 tiles 4-7 are free
           release_and_refill(BAR_WG1, REFILL_K1_RIGHT, next);
