@@ -10,7 +10,7 @@
 #   bench-sparse       the sparse cases for each of SPARSE_KERNELS (default: sparse_v2, sparse_v3,
 #                      sparse_crossover_v2, sparse_crossover_v3)
 #   dequant            the exhaustive FP8 dequantization test
-# To time a build variant, build it here into another folder under dist (NVCC_EXTRA_FLAGS=...
+# To time a build variant, build it here into another folder under dist (scripts/buildExperiments.sh, or NVCC_EXTRA_FLAGS=...
 # FLASHMLA_KERNEL_DIR=dist/kernels-x node scripts/buildKernels.mjs) and run any step with
 # FLASHMLA_KERNEL_DIR=dist/kernels-x set on the call.
 #   variants           test/gpu/variants: kernels written without a GPU (seesaw_mc, sparse producer v2)
