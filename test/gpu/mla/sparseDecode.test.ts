@@ -49,8 +49,9 @@ describeGpu("sparseDecodeGpu() (sparse FP8 decode, first kernel) on the GPU", ()
     const dev = { q: Tensor.toDevice(c.q), kCache: Tensor.toDevice(c.kCache), indices: Tensor.toDevice(c.indices), attnSink: Tensor.toDevice(c.attnSink!) };
     const metas = [getMlaMetadata(), getMlaMetadata()];
     try {
-      const plain = sparseDecodeGpu({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale, schedMeta: metas[0] });
-      const xo = sparseDecodeGpu({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale, schedMeta: metas[1] }, { crossover: true });
+      // The same producer (v2) with and without the cluster.
+      const plain = sparseDecodeGpu({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale, schedMeta: metas[0] }, { producer: "v2" });
+      const xo = sparseDecodeGpu({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale, schedMeta: metas[1] }, { crossover: true, producer: "v2" });
       assert.deepEqual(xo.out.toHost().host, plain.out.toHost().host, "out differs");
       assert.deepEqual(xo.lse.toHost().host, plain.lse.toHost().host, "lse differs");
       for (const r of [plain, xo]) { r.out.dispose(); r.lse.dispose(); }
