@@ -152,18 +152,30 @@ __device__ __forceinline__ void store_p(uint8_t* tile, const uint32_t (&a)[4][4]
     }
 }
 
-// S = Q·Kᵀ for one 64-token block: wgmma m64n64k16 with both operands SW128 K-major in smem, 9 tiles x 4
-// k-steps over d_qk = 576. before_tile(t) runs before tile t's k-steps (e.g. a wait for its TMA load).
-template <typename T, typename BeforeTile>
-__device__ __forceinline__ void qk_block(float (&s)[32], uint32_t q_base, uint32_t k_base, BeforeTile&& before_tile) {
+// S (+)= Q·Kᵀ over 64-dim tile t: four wgmma m64n64k16 k-steps, both operands SW128 K-major in smem.
+// `first`: the first tile of the block's sum, which overwrites S instead of adding to it.
+template <typename T>
+__device__ __forceinline__ void qk_tile(float (&s)[32], uint32_t q_base, uint32_t k_base, int t, bool first) {
 #pragma unroll
-  for (int t = 0; t < NUM_TILES; ++t) {
+  for (int kk = 0; kk < 4; ++kk)
+    ptx::wgmma_m64n64k16_ss<T>(s, ptx::smem_desc_sw128(q_base + t * TILE_BYTES + kk * 32, 16, 1024),
+                               ptx::smem_desc_sw128(k_base + t * TILE_BYTES + kk * 32, 16, 1024), !first || kk != 0);
+}
+
+struct TilesInOrder {
+  __device__ __forceinline__ int operator()(int i) const { return i; }
+};
+
+// S = Q·Kᵀ for one 64-token block: the 9 tiles over d_qk = 576, the i-th being tile_of(i) (0, 1, .., 8
+// unless told). before_tile(t) runs before tile t's k-steps (e.g. a wait for its TMA load).
+template <typename T, typename BeforeTile, typename TileOf = TilesInOrder>
+__device__ __forceinline__ void qk_block(float (&s)[32], uint32_t q_base, uint32_t k_base, BeforeTile&& before_tile, TileOf tile_of = {}) {
+#pragma unroll
+  for (int i = 0; i < NUM_TILES; ++i) {
+    const int t = tile_of(i);
     before_tile(t);
-    if (t == 0) ptx::wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-      ptx::wgmma_m64n64k16_ss<T>(s, ptx::smem_desc_sw128(q_base + t * TILE_BYTES + kk * 32, 16, 1024),
-                                 ptx::smem_desc_sw128(k_base + t * TILE_BYTES + kk * 32, 16, 1024), (t | kk) != 0);
+    if (i == 0) ptx::wgmma_fence();
+    qk_tile<T>(s, q_base, k_base, t, i == 0);
   }
   ptx::wgmma_commit();
   ptx::wgmma_wait<0>();

@@ -110,21 +110,9 @@ __device__ __forceinline__ void compute_s(float (&s)[32], Smem& sm, int stage, u
 // The same over K1's tiles in the order they are refilled under MLA_DENSE_W1_V1R_FIRST: 4-7, 0-3, 8.
 template <typename T>
 __device__ __forceinline__ void compute_s_v1r_first(float (&s)[32], Smem& sm, uint32_t phase) {
-  constexpr int order[NUM_TILES] = {4, 5, 6, 7, 0, 1, 2, 3, 8};
-  const uint32_t q_base = ptx::smem_addr(sm.q), k_base = ptx::smem_addr(sm.k[1]);
-#pragma unroll
-  for (int i = 0; i < NUM_TILES; ++i) {
-    const int t = order[i];
-    ptx::mbarrier_wait(&sm.kfull[1][t], phase);
-    if (i == 0) ptx::wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-      ptx::wgmma_m64n64k16_ss<T>(s, ptx::smem_desc_sw128(q_base + t * TILE_BYTES + kk * 32, 16, 1024),
-                                 ptx::smem_desc_sw128(k_base + t * TILE_BYTES + kk * 32, 16, 1024), (i | kk) != 0);
-  }
-  ptx::wgmma_commit();
-  ptx::wgmma_wait<0>();
-  ptx::fence_regs(s);
+  qk_block<T>(
+      s, ptx::smem_addr(sm.q), ptx::smem_addr(sm.k[1]), [&](int t) { ptx::mbarrier_wait(&sm.kfull[1][t], phase); },
+      [](int i) { return i < 4 ? i + 4 : i < 8 ? i - 4 : i; });
 }
 
 // Scales scores to the log2 domain and masks tokens at or past each row's limit (-inf). FAST: when no
@@ -468,10 +456,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
 #pragma unroll
             for (int t = t0; t < t1; ++t) {
               ptx::mbarrier_wait(&sm.kfull[0][t], phase ^ 1);  // the next pair's phase
-#pragma unroll
-              for (int kk = 0; kk < 4; ++kk)
-                ptx::wgmma_m64n64k16_ss<T>(s, ptx::smem_desc_sw128(q_base + t * TILE_BYTES + kk * 32, 16, 1024),
-                                           ptx::smem_desc_sw128(k_base + t * TILE_BYTES + kk * 32, 16, 1024), (t | kk) != 0);
+              qk_tile<T>(s, q_base, k_base, t, t == 0);
             }
             ptx::wgmma_commit();
           };
