@@ -109,15 +109,16 @@ export function sparseDecodeGpu(args: FlashMlaWithKvcacheArgs, opts: SparseDecod
     scale_log2: shape.softmax_scale * Math.LOG2E,
     pad0: 0,
   });
-  const kernels = { v1: [k.sparseBf16, k.sparseCrossoverBf16], v2: [k.sparseV2Bf16, k.sparseCrossoverV2Bf16], v3: [k.sparseV3Bf16, k.sparseCrossoverV3Bf16] } as const;
-  const main = kernels[producer][opts.crossover ? 1 : 0];
+  const xo = opts.crossover === true;
+  const main =
+    producer === "v3" ? (xo ? k.sparseCrossoverV3Bf16 : k.sparseV3Bf16) : producer === "v2" ? (xo ? k.sparseCrossoverV2Bf16 : k.sparseV2Bf16) : xo ? k.sparseCrossoverBf16 : k.sparseBf16;
   main.launch(
     {
       grid: [shape.num_head_tiles, shape.s_q, meta.numSmParts],
       block: producer === "v3" ? 512 : 384,
       sharedMemBytes: k.sparseSmemBytes,
       stream,
-      ...(opts.crossover ? { cluster: [2, 1, 1] as [number, number, number] } : {}),
+      ...(xo ? { cluster: [2, 1, 1] as [number, number, number] } : {}),
     },
     [{ kind: "bytes", value: params }],
   );
