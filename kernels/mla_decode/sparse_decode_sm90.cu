@@ -57,14 +57,6 @@ constexpr bool ABLATE_PRODUCER = true;
 constexpr bool ABLATE_PRODUCER = false;
 #endif
 
-// MLA_SPARSE_PFREE_SYNC (a racecheck experiment, not yet run): WG1 waits at P_FREE (barrier.sync)
-// instead of arriving, after releasing the K buffer. It waits for WG0's next P there rather than at
-// P_READY, so it should cost nothing; racecheck does not model barrier.arrive (scripts/device/
-// racecheck-probe.cu, mode 4) and still reports WG0's sm.scale writes against WG1's reads.
-#ifndef MLA_SPARSE_PFREE_SYNC
-#define MLA_SPARSE_PFREE_SYNC 0
-#endif
-
 struct __align__(1024) Smem {
   uint8_t q[QK_BYTES];
   uint8_t k[2][QK_BYTES];
@@ -325,15 +317,14 @@ __device__ __forceinline__ void producer_crossover(const SparseParams& p, Smem& 
 // The 16 values of chunk c of 64-dim group k are dims 64k + 16q .. +15: chunks 2q and 2q + 1 of SW128
 // tile k, so the 8 lanes of a chunk write 8 different rows (conflict-free after the swizzle).
 // NPROD = 2 (the v3 kernel, no crossover): producer warpgroup `pidx` takes round pidx of every block.
-// MLA_XO_BULK (a timing experiment, not yet run): with crossover each warp writes its 8 token rows only
-// into its own buffer, then one lane copies them to the peer with nine 1 KB bulk copies (rows 8w .. 8w + 7
-// of this CTA's half are 1 KB contiguous in each SW128 tile, and the swizzle depends only on the row, so
-// a byte copy keeps it), crediting the peer's kfull as the st.async did: 36 bulk operations per CTA and
-// block instead of 2,304 16-byte remote stores scattered over 8 rows each (crossover lost 0.81× to the
-// plain kernel; remote-store traffic on the L1 data pipe is the first suspect).
-#ifndef MLA_XO_BULK
-#define MLA_XO_BULK 0
-#endif
+// Crossover: each warp writes its 8 token rows only into its own buffer, then one lane copies them to the
+// peer with nine 1 KB bulk copies (rows 8w .. 8w + 7 of this CTA's half are 1 KB contiguous in each SW128
+// tile, and the swizzle depends only on the row, so a byte copy keeps it), crediting the peer's kfull as
+// a TMA load would: 36 bulk operations per CTA and block instead of 2,304 scattered 16-byte st.async.
+// H200, sparse-v32: crossover_v2 543.9 -> 444.9 µs, crossover_v3 463.5 -> 383.7 µs (plain v3 403.7):
+// the remote stores, not the cluster, were why crossover lost (0.82x before, 1.05x now). The source rows
+// are not rewritten before the copy has read them: this CTA's kempty needs the peer consumers' release,
+// which follows their kfull wait, which the copy's complete_tx ends.
 
 template <bool XO, int NPROD = 1>
 __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx, int pidx = 0) {
@@ -393,10 +384,7 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
     uint8_t* kb = sm.k[stage];
     const uint32_t remote_kb = XO ? ptx::mapa_shared(ptx::smem_addr(kb), peer) : 0u;
     const uint32_t remote_bar = XO ? ptx::mapa_shared(ptx::smem_addr(&sm.kfull[stage]), peer) : 0u;
-    auto put = [&](int offset, uint4 v) {
-      *reinterpret_cast<uint4*>(kb + offset) = v;
-      if constexpr (XO && !MLA_XO_BULK) ptx::st_async_v4(remote_kb + offset, v, remote_bar);
-    };
+    auto put = [&](int offset, uint4 v) { *reinterpret_cast<uint4*>(kb + offset) = v; };
     // Every load of the block (both rounds) is issued before the buffer wait and the conversions.
     PendingSlot pending2[ROUNDS];
 #pragma unroll
@@ -451,8 +439,8 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
     if constexpr (XO) {  // both CTAs read the same index row: each sets all 64 flags itself
       if (t < 64 && (!SPLIT || pidx == 0)) sm.valid[stage][t] = slot_of(p, flag_entry) >= 0 ? 1 : 0;
     }
-    ptx::fence_proxy_async_smem();  // the consumers' wgmma (and, with MLA_XO_BULK, the bulk copy) read these generic writes
-    if constexpr (XO && MLA_XO_BULK) {
+    ptx::fence_proxy_async_smem();  // the consumers' wgmma (and, with crossover, the bulk copy) read these generic writes
+    if constexpr (XO) {
       __syncwarp();  // every lane's rows and fence before lane 0's copy
       if (lane == 0) {
         const uint32_t rows = ptx::smem_addr(kb) + (32 * rank + 8 * warp) * 128;
@@ -659,7 +647,6 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
         ptx::wgmma_commit();
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
-        if constexpr (!MLA_SPARSE_PFREE_SYNC) ptx::named_barrier_arrive_unaligned(BAR_P_FREE, CONSUMER_THREADS);
       }
       // Lane 0 arrives for its warp: the other lanes' reads of this buffer (the valid flags) must be
       // ordered before it, since an mbarrier arrive releases only the arriving thread's accesses.
@@ -671,10 +658,14 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
         // fence (ERRBAR) held each consumer warp 8 % of its samples in ncu.
         if constexpr (XO) ptx::mbarrier_arrive_remote_relaxed(ptx::mapa_shared(ptx::smem_addr(&sm.kempty[stage]), ptx::cluster_ctarank() ^ 1u));
       }
-      if constexpr (WG == 1 && MLA_SPARSE_PFREE_SYNC) ptx::named_barrier_sync_unaligned(BAR_P_FREE, CONSUMER_THREADS);
+      // WG1 releases P with a full barrier (a sync, not an arrive), after its K release: it waits for
+      // WG0's next P here instead of at P_READY, so it costs nothing (H200: 402.7 vs 403.7 µs at
+      // sparse-v32), and racecheck, which does not model barrier.arrive (scripts/device/racecheck-probe.cu
+      // mode 4), then sees the sm.scale exchange ordered: its last sparse report.
+      if constexpr (WG == 1) ptx::named_barrier_sync_unaligned(BAR_P_FREE, CONSUMER_THREADS);
     }
 
-    // Final L and M: WG0 owns them; the last P_FREE arrival of WG1 is consumed here.
+    // Final L and M: WG0 owns them; WG1's last P_FREE sync is met here.
     float L[2], M[2];
     if constexpr (WG == 0) {
       if constexpr (!ABLATE_CONSUMERS) ptx::named_barrier_sync_unaligned(BAR_P_FREE, CONSUMER_THREADS);

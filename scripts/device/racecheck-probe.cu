@@ -44,6 +44,12 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
 // MODE 13: as the kernel was at ee32047 (with the 128-thread barrier).
 // MODE 14: as it is at d55dbb2 (without).
 // MODE 15: as 14 with WG1 syncing P_FREE instead of arriving (MLA_SPARSE_PFREE_SYNC).
+// MODES 16-17 (fifth session): is an exchange ordered by mbarriers alone clean? The dense seesaw's last
+// reports (MLA_DENSE_WG_MBARRIERS build) are its scale exchange, ordered by arrive -> sync pairs.
+// MODE 16: four rounds; the writer (WG1) waits until the reader released round r-1 (mbarrier, 128
+//          arrivals), one lane in four writes y, all 128 arrive on round r's "full" mbarrier; the reader
+//          (WG2) waits on it, reads, arrives on "free". No named barrier at all.
+// MODE 17: as 16, plus an unrelated bar.arrive (WG1) / bar.sync (WG2) pair each round.
 __device__ __forceinline__ unsigned smem_u32(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
 __device__ __forceinline__ void mbar_init(unsigned long long* b, unsigned n) { asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(b)), "r"(n) : "memory"); }
 __device__ __forceinline__ void mbar_arrive(unsigned long long* b) { asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(b)) : "memory"); }
@@ -73,6 +79,39 @@ __global__ void __launch_bounds__(384, 1) probe(float* out, volatile int* flag) 
       __syncwarp();
       return;
     }
+  }
+  if (MODE >= 16) {
+    __shared__ unsigned long long fullb[4], freeb[4];
+    if (threadIdx.x == 0)
+      for (int r = 0; r < 4; ++r) mbar_init(&fullb[r], 128), mbar_init(&freeb[r], 128);
+    __syncthreads();
+    if (threadIdx.x < 128) {
+      if (threadIdx.x == 0)
+        while (flag[blockIdx.x] == 0) __nanosleep(100);
+      __syncwarp();
+      return;
+    }
+    const int wg = threadIdx.x / 128, l = threadIdx.x % 128;
+    float acc = 0.0f;
+    for (int r = 0; r < 4; ++r) {
+      if (wg == 1) {
+        if (r > 0) mbar_wait(&freeb[r - 1], 0);
+        if (l % 4 == 0) y[l / 4] = float(r * 1000 + l / 4);
+        mbar_arrive(&fullb[r]);
+        if (MODE == 17) bar_arrive(5, 256);
+      } else {
+        mbar_wait(&fullb[r], 0);
+        acc += y[(l / 4 + 1) % 32];
+        mbar_arrive(&freeb[r]);
+        if (MODE == 17) bar_sync(5, 256);
+      }
+    }
+    if (wg == 2) out[blockIdx.x * 128 + l] = acc;
+    if (wg == 2 && l == 0) {
+      __threadfence();
+      flag[blockIdx.x] = 1;
+    }
+    return;
   }
   if (MODE >= 13) {
     if (threadIdx.x < 128) {  // the producer warpgroup, alive until the reader is done
@@ -213,7 +252,7 @@ static int run(const char* what, int threads) {
   cudaFree(flag);
   // Lane 0 reads element 1: modes 3-12: 1000 (0+1+2+3) + 4 x 1; modes 13-15: x over 2 requests x 4 blocks
   // (100 x 4 + 10 x 6 x 2 + 8 x 1 = 528) plus y (1001 + 2001).
-  const float want = MODE >= 13 ? 528.0f + 3002.0f : MODE >= 3 && MODE != 6 ? 6000.0f + 4 * 1.0f : 1.0f;  // lane 0 reads element 1 in each round
+  const float want = MODE >= 16 ? 6000.0f + 4 * 1.0f : MODE >= 13 ? 528.0f + 3002.0f : MODE >= 3 && MODE != 6 ? 6000.0f + 4 * 1.0f : 1.0f;  // lane 0 reads element 1 in each round
   std::printf("mode %d (%s): %s, lane 0 read %.0f (want %.0f)\n", MODE, what, cudaGetErrorString(e), h[0], want);
   return e == cudaSuccess && h[0] == want ? 0 : 1;
 }
@@ -235,6 +274,8 @@ int main() {
   bad += run<13>("the sparse consumers' protocol at ee32047 (128-thread barrier in the writer)", 384);
   bad += run<14>("the sparse consumers' protocol at d55dbb2 (no 128-thread barrier)", 384);
   bad += run<15>("as 14, reader syncs P_FREE instead of arriving", 384);
+  bad += run<16>("4 rounds ordered by mbarriers alone (full/free per round)", 384);
+  bad += run<17>("as 16, with an unrelated bar.arrive/bar.sync pair each round", 384);
   bad += run<5>("384 threads, 4 rounds, full barriers for y, an arrive/sync pair beside", 384);
   std::printf("%s\n", bad ? "probe: WRONG RESULT" : "probe: all results right");
   return bad;

@@ -43,7 +43,7 @@ run() {  # name limit command...
   local name=$1 limit=$2; shift 2
   local t0=$SECONDS
   echo "===== $name" >> "$log"
-  timeout "$limit" bash .gpu/enter.sh "$@" > "$out/step.tmp" 2>&1
+  timeout -k 10 "$limit" bash .gpu/enter.sh "$@" > "$out/step.tmp" 2>&1
   local rc=$?
   last_rc=$rc
   echo "== $name rc=$rc ($((SECONDS - t0)) s)"
@@ -80,7 +80,7 @@ for step in $steps; do
     bench-dirs)  # the headline cases per kernel folder of BENCH_DIRS (a control build beside this one)
       for d in ${BENCH_DIRS:?set BENCH_DIRS}; do for k in ${BENCH_DIR_KERNELS:-dense_seesaw_fast sparse_v2}; do
         export FLASHMLA_KERNEL_DIR=$d
-        run "bench $k ($d)" 120 node dist/src/cli/cli.js bench --case $dense_cases sparse-v32 sparse-v32-h64 sparse-long-topk sparse-h16 --kernel $k --json "$out/bench-$(basename "$d")-$k.json"
+        run "bench $k ($d)" ${BENCH_DIR_LIMIT:-120} node dist/src/cli/cli.js bench --case $dense_cases sparse-v32 sparse-v32-h64 sparse-long-topk sparse-h16 --kernel $k --json "$out/bench-$(basename "$d")-$k.json"
         unset FLASHMLA_KERNEL_DIR; done; done ;;
     bench-dense-grid) run "bench grid" 200 node dist/src/cli/cli.js bench --case dense-grid --kernel ${KERNEL:-dense_seesaw} --json "$out/bench-grid.json" ;;
     bench-sparse) [ -n "${sparse_hung:-}" ] && { echo "== bench-sparse skipped: the sparse test hung"; continue; }

@@ -184,12 +184,12 @@ function initSchedMeta(meta: MlaSchedMeta, config: MlaSchedConfig, shape: DenseS
  * }
  */
 /** What flashMlaWithKvcache runs for a sparse call (see the comment there). */
-export const SPARSE_DEFAULT: Readonly<SparseDecodeOptions> = Object.freeze({ crossover: false, producer: "v3" });
+export const SPARSE_DEFAULT: Readonly<SparseDecodeOptions> = Object.freeze({ crossover: "h128", producer: "v3" });
 
 export function flashMlaWithKvcache(args: FlashMlaWithKvcacheArgs): FlashMlaResult {
-  // Sparse FP8 decode (indices given): the plain kernel with the v3 producer (two producer warpgroups) at
-  // every head count: 443.5 µs at sparse-v32 on the H200 against 482.4 for v2 and 540.1 for crossover with
-  // v2 (sparseDecodeGpu's option, h_q = 128; bench/results/*-e840562.json; docs/sparse-decode.md §12).
+  // Sparse FP8 decode (indices given): the v3 producer (two producer warpgroups), with crossover at
+  // h_q = 128: on the H200 at sparse-v32 383.7 µs against 403.7 for the plain v3 kernel, once crossover
+  // sent each warp's rows with bulk copies (docs/sparse-decode.md §14); plain v3 at other head counts.
   if (isSparseCall(args)) return sparseDecodeGpu(args, SPARSE_DEFAULT);
   const shape = validateDenseArgs(args);
   const { q, kCache, stream } = args;

@@ -13,20 +13,20 @@ const FN = "sparseDecodeGpu";
 
 export interface SparseDecodeOptions {
   /**
-   * h_q = 128 only: run the two 64-head CTAs of a query token as a cluster in which each dequantizes
-   * half of every block and sends it to the other with st.async (the seed's "crossover").
+   * Run the two 64-head CTAs of a query token as a cluster in which each dequantizes half of every block
+   * and copies it into the other's shared memory (the seed's "crossover"; h_q = 128 only). "h128": where
+   * h_q = 128, else the plain kernel (flashMlaWithKvcache's choice).
    * @default false
    */
-  crossover?: boolean;
+  crossover?: boolean | "h128";
   /**
    * Which producer gathers and dequantizes the tokens: "v1" (two threads per token, 16-byte pieces),
    * "v2" (a warp takes 8 tokens, 64 contiguous bytes of each per load, L2 256-byte fetches, every load
    * of a block in flight at once) or "v3" (the v2 producer in two warpgroups of a 512-thread CTA, each
-   * converting half of every block). Outputs are bit-identical. On the H200 at sparse-v32: v1 778 µs,
-   * v2 438, v3 404 (bench/results/2026-11-30-h200-all-d55dbb2.json and the records it cites). With
-   * `crossover`, "v3" is experimental (its two warpgroups split the dims of the CTA's half; tested in
-   * test/gpu/variants only, not yet measured).
-   * @default "v3", or "v2" with `crossover`
+   * converting half of every block; with `crossover` they split the dims of the CTA's half). Outputs are
+   * bit-identical. On the H200 at sparse-v32: v1 778 µs, v2 438, v3 404; with crossover v2 445, v3 384
+   * (bench/results/2026-11-30-h200-*.json).
+   * @default "v3"
    */
   producer?: "v1" | "v2" | "v3";
 }
@@ -35,12 +35,12 @@ export interface SparseDecodeOptions {
  * Sparse FP8 decode on the GPU (kernels/mla_decode/sparse_decode_sm90.cu): validation, the scheduler over
  * each request's valid top-k entries, the main kernel (plain, or at h_q = 128 with `crossover` a 2-CTA
  * cluster sharing the dequantization), then the dense combine (which applies the attention sink to split
- * rows). flashMlaWithKvcache calls it for `indices` (SPARSE_DEFAULT: plain kernel, v3 producer);
+ * rows). flashMlaWithKvcache calls it for `indices` (SPARSE_DEFAULT: producer v3, crossover at h_q = 128);
  * test/gpu/mla/sparseDecode.test.ts and test/gpu/variants check every kernel against mlaDecodeReference on the H200.
  */
-/** The producer `opts` selects: the one named, else the fastest one that has the asked crossover setting. */
+/** The producer `opts` selects: the one named, else v3 (the fastest with and without crossover). */
 export function sparseProducer(opts: SparseDecodeOptions): "v1" | "v2" | "v3" {
-  const producer = opts.producer ?? (opts.crossover ? "v2" : "v3");
+  const producer = opts.producer ?? "v3";
   if (producer !== "v1" && producer !== "v2" && producer !== "v3") throw new ArgumentError(FN, "producer", '"v1", "v2" or "v3"', String(producer));
   return producer;
 }
@@ -48,8 +48,12 @@ export function sparseProducer(opts: SparseDecodeOptions): "v1" | "v2" | "v3" {
 export function sparseDecodeGpu(args: FlashMlaWithKvcacheArgs, opts: SparseDecodeOptions = {}): FlashMlaResult {
   // The options first (they need no tensor), then the arguments; all before anything is allocated.
   const producer = sparseProducer(opts);
+  if (opts.crossover !== undefined && typeof opts.crossover !== "boolean" && opts.crossover !== "h128") {
+    throw new ArgumentError(FN, "crossover", 'true, false or "h128"', String(opts.crossover));
+  }
   const shape = validateSparseArgs(args);
-  if (opts.crossover && shape.num_head_tiles !== 2) {
+  const xo = opts.crossover === "h128" ? shape.num_head_tiles === 2 : opts.crossover === true;
+  if (xo && shape.num_head_tiles !== 2) {
     throw new ArgumentError(FN, "crossover", "h_q = 128 (a cluster of the two 64-head CTAs of a query token)", `h_q = ${shape.h_q}`);
   }
   const { q, kCache, stream } = args;
@@ -109,7 +113,6 @@ export function sparseDecodeGpu(args: FlashMlaWithKvcacheArgs, opts: SparseDecod
     scale_log2: shape.softmax_scale * Math.LOG2E,
     pad0: 0,
   });
-  const xo = opts.crossover === true;
   const main =
     producer === "v3" ? (xo ? k.sparseCrossoverV3Bf16 : k.sparseV3Bf16) : producer === "v2" ? (xo ? k.sparseCrossoverV2Bf16 : k.sparseV2Bf16) : xo ? k.sparseCrossoverBf16 : k.sparseBf16;
   main.launch(

@@ -17,20 +17,19 @@ test("crossoverPartner() pairs each sparse kernel with the same producer and the
   assert.equal(crossoverPartner(BENCH_KERNELS.sparse_v2)?.name, "sparse_crossover_v2");
   assert.equal(crossoverPartner(BENCH_KERNELS.sparse_crossover_v2)?.name, "sparse_v2");
   assert.equal(crossoverPartner(BENCH_KERNELS.sparse_crossover_v3)?.name, "sparse_v3");
-  // No partner: v3 and the API default (their gain is measured on the v2 pair while crossover v3 is
-  // experimental) and the dense kernels.
-  assert.deepEqual(SPARSE_DEFAULT, { crossover: false, producer: "v3" });
-  assert.equal(crossoverPartner(BENCH_KERNELS.sparse), undefined);
-  assert.equal(crossoverPartner(BENCH_KERNELS.sparse_v3), undefined);
+  assert.equal(crossoverPartner(BENCH_KERNELS.sparse_v3)?.name, "sparse_crossover_v3");
+  // The API default runs crossover v3 where h_q = 128: its partner is the plain v3 kernel.
+  assert.deepEqual(SPARSE_DEFAULT, { crossover: "h128", producer: "v3" });
+  assert.equal(crossoverPartner(BENCH_KERNELS.sparse)?.name, "sparse_v3");
   assert.equal(crossoverPartner(BENCH_KERNELS.dense_seesaw_fast), undefined);
 });
 
-test("crossoverGainKernels(): the partner, or for v3 (and the default) the v2 pair; nothing for dense", () => {
+test("crossoverGainKernels(): the partner; nothing for dense", () => {
   const names = (k: keyof typeof BENCH_KERNELS) => crossoverGainKernels(BENCH_KERNELS[k]).map((x) => x.name);
   assert.deepEqual(names("sparse_v2"), ["sparse_crossover_v2"]);
   assert.deepEqual(names("sparse_crossover"), ["sparse_v1"]);
-  assert.deepEqual(names("sparse_v3"), ["sparse_v2", "sparse_crossover_v2"]);
-  assert.deepEqual(names("sparse"), ["sparse_v2", "sparse_crossover_v2"]);
+  assert.deepEqual(names("sparse_v3"), ["sparse_crossover_v3"]);
+  assert.deepEqual(names("sparse"), ["sparse_v3"]);
   assert.deepEqual(names("dense_seesaw_fast"), []);
 });
 
@@ -47,7 +46,7 @@ test("crossoverGainVia() quotes the pair's gain and the timed kernel's own time"
 test("wantsCrossoverGain() only for sparse h_q = 128 cases that ran ok with a kernel that has crossover-gain runs", () => {
   const v32 = sparseResult("sparse-v32", 490, "sparse_v2", false);
   assert.equal(wantsCrossoverGain(v32, BENCH_KERNELS.sparse_v2), true);
-  assert.equal(wantsCrossoverGain(v32, BENCH_KERNELS.sparse_v3), true);  // through the v2 pair
+  assert.equal(wantsCrossoverGain(v32, BENCH_KERNELS.sparse_v3), true);
   assert.equal(wantsCrossoverGain({ ...v32, status: "check-failed" }, BENCH_KERNELS.sparse_v2), false);
   assert.equal(wantsCrossoverGain(sparseResult("sparse-v32-h64", 258, "sparse_v2", false), BENCH_KERNELS.sparse_v2), false);
   assert.equal(wantsCrossoverGain(timedResult("dense-compute", 552), BENCH_KERNELS.dense_seesaw_fast), false);

@@ -220,13 +220,14 @@ test("sparseDecodeGpu() refuses a bad producer option, naming it, before it look
   assert.equal(a.schedMeta.initialized, false);
 });
 
-test("sparseProducer(): v3 unless asked, v2 for crossover (crossover v3 is experimental), as flashMlaWithKvcache runs", () => {
+test("sparseProducer(): v3 unless asked, with or without crossover, as flashMlaWithKvcache runs", () => {
   assert.equal(sparseProducer({}), "v3");
   assert.equal(sparseProducer({ crossover: false }), "v3");
-  assert.equal(sparseProducer({ crossover: true }), "v2");
+  assert.equal(sparseProducer({ crossover: true }), "v3");
+  assert.equal(sparseProducer({ crossover: "h128" }), "v3");
   assert.equal(sparseProducer({ crossover: true, producer: "v1" }), "v1");
   assert.equal(sparseProducer({ producer: "v2" }), "v2");
   assert.equal(sparseProducer(SPARSE_DEFAULT), SPARSE_DEFAULT.producer);
-  assert.equal(sparseProducer({ producer: "v3", crossover: true }), "v3");  // experimental, asked for by name
+  assert.equal(sparseProducer({ producer: "v2", crossover: true }), "v2");
   assert.throws(() => sparseProducer({ producer: "v9" as "v3" }), ArgumentError);
 });
