@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds one kernel folder per timing experiment, for a device call that times them beside the shipped
 # build (`BENCH_DIRS=... STEPS=bench-dirs`, see scripts/device/verify-and-profile.sh):
-#   bash scripts/buildExperiments.sh "w1v1r:-DMLA_DENSE_W1_V1R_FIRST=1" "both:-DMLA_DENSE_W1_V1R_FIRST=1 -DMLA_DENSE_W0_QK_EARLY=1"
-# builds dist/kernels-w1v1r and dist/kernels-both (--strict: no spills) and prints the BENCH_DIRS value.
+#   bash scripts/buildExperiments.sh "ablate:-DMLA_ABLATE_LOADS" "wgmbar:-DMLA_DENSE_WG_MBARRIERS=1"
+# builds dist/kernels-ablate and dist/kernels-wgmbar (--strict: no spills) and prints the BENCH_DIRS value.
 # Each folder is ~4.7 MB; with .gpu (~30 MB) five fit the device call's 64 MiB carry.
 set -euo pipefail
 dirs="dist/kernels"

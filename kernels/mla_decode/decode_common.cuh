@@ -162,20 +162,15 @@ __device__ __forceinline__ void qk_tile(float (&s)[32], uint32_t q_base, uint32_
                                ptx::smem_desc_sw128(k_base + t * TILE_BYTES + kk * 32, 16, 1024), !first || kk != 0);
 }
 
-struct TilesInOrder {
-  __device__ __forceinline__ int operator()(int i) const { return i; }
-};
-
-// S = Q·Kᵀ for one 64-token block: the 9 tiles over d_qk = 576, the i-th being tile_of(i) (0, 1, .., 8
-// unless told). before_tile(t) runs before tile t's k-steps (e.g. a wait for its TMA load).
-template <typename T, typename BeforeTile, typename TileOf = TilesInOrder>
-__device__ __forceinline__ void qk_block(float (&s)[32], uint32_t q_base, uint32_t k_base, BeforeTile&& before_tile, TileOf tile_of = {}) {
+// S = Q·Kᵀ for one 64-token block: the 9 tiles over d_qk = 576. before_tile(t) runs before tile t's
+// k-steps (e.g. a wait for its TMA load).
+template <typename T, typename BeforeTile>
+__device__ __forceinline__ void qk_block(float (&s)[32], uint32_t q_base, uint32_t k_base, BeforeTile&& before_tile) {
 #pragma unroll
-  for (int i = 0; i < NUM_TILES; ++i) {
-    const int t = tile_of(i);
+  for (int t = 0; t < NUM_TILES; ++t) {
     before_tile(t);
-    if (i == 0) ptx::wgmma_fence();
-    qk_tile<T>(s, q_base, k_base, t, i == 0);
+    if (t == 0) ptx::wgmma_fence();
+    qk_tile<T>(s, q_base, k_base, t, t == 0);
   }
   ptx::wgmma_commit();
   ptx::wgmma_wait<0>();

@@ -35,20 +35,8 @@ constexpr int THREADS = CONSUMER_THREADS;
 
 // Named barriers (id 0 is __syncthreads). Each is used once per iteration: one warpgroup arrives, the
 // other waits, so 256 threads complete it.
-enum : uint32_t { BAR_CONSUMERS = 1, BAR_SCALE0_READY = 2, BAR_SCALE1_READY = 3, BAR_P0_READY = 4, BAR_L_READY = 5, BAR_WG0 = 6, BAR_WG1 = 7, BAR_P1_READY = 8, BAR_PV0R_ISSUED = 9 };
+enum : uint32_t { BAR_CONSUMERS = 1, BAR_SCALE0_READY = 2, BAR_SCALE1_READY = 3, BAR_P0_READY = 4, BAR_L_READY = 5, BAR_WG0 = 6, BAR_WG1 = 7 };
 
-// Timing experiments (not yet run; shipped builds have both off, PTX unchanged):
-// MLA_DENSE_EARLY_SCALE1: W1 arrives SCALE1 as soon as it has published m and s1, and stores sP1 after
-//   it; W0 waits for sP1 on its own barrier (P1_READY) just before P1·V1L. W0's wait for the scales then
-//   no longer includes W1's 16 stores and fence (FlashMLA's order).
-// MLA_DENSE_REFILL_AFTER_SCALE1: W0 refills K0 tiles 0-3 after the SCALE1 barrier, which already implies
-//   every W0 warp finished P0·V0L, instead of after a 128-thread barrier of its own right before it.
-#ifndef MLA_DENSE_EARLY_SCALE1
-#define MLA_DENSE_EARLY_SCALE1 0
-#endif
-#ifndef MLA_DENSE_REFILL_AFTER_SCALE1
-#define MLA_DENSE_REFILL_AFTER_SCALE1 0
-#endif
 // MLA_DENSE_WG_MBARRIERS (a racecheck experiment, not yet run): no 128-thread named barriers. A
 //   warpgroup releases a refill group by one mbarrier arrival per warp (warp 0 waits for the four, then
 //   refills), and orders its tail zeroing before its own wgmma with an mbarrier all 128 threads arrive
@@ -57,25 +45,6 @@ enum : uint32_t { BAR_CONSUMERS = 1, BAR_SCALE0_READY = 2, BAR_SCALE1_READY = 3,
 //   128-thread barrier did (docs/reliability.md §3).
 #ifndef MLA_DENSE_WG_MBARRIERS
 #define MLA_DENSE_WG_MBARRIERS 0
-#endif
-// MLA_DENSE_W1_V1R_FIRST (a timing experiment, not yet run; not with multicast): W1 refills K1's tiles
-//   4-7 (V1R) as soon as its P1·V1R is done instead of after P0·V0R too, and takes K1's tiles in the
-//   order 4-7, 0-3, 8 in its next Q·K1ᵀ. Today W1 starts each pair on K1's tile 0, which W0 refills at
-//   the end of its own iteration, so W1 waits about one TMA latency per pair. (Unlike Change 1 of §4 no
-//   warpgroup waits for the other's tiles.) Changes S's summation order for W1: outputs move within
-//   rounding, seesaw and seesaw_fast stay bit-identical to each other.
-#ifndef MLA_DENSE_W1_V1R_FIRST
-#define MLA_DENSE_W1_V1R_FIRST 0
-#endif
-// MLA_DENSE_W0_QK_EARLY (a timing experiment, not yet run; not with multicast): within a request, W0
-//   issues the next pair's Q·K0ᵀ right behind its P1·V1L instead of after waiting for it, so the tensor
-//   pipe has W0's next Q·Kᵀ queued while W0 waits, refills and starts its softmax: tiles 0-3 (refilled
-//   after P0·V0L, long landed) at once, `wait<1>` for P1·V1L, the K1 refill, then tiles 4-8. W0 first
-//   waits until W1 has issued its sP0·V0R (PV0R_ISSUED), so that one goes first (the lesson of Change 1
-//   in §4: order the tensor work by what was issued, not by memory). S is summed in the same order:
-//   outputs are unchanged.
-#ifndef MLA_DENSE_W0_QK_EARLY
-#define MLA_DENSE_W0_QK_EARLY 0
 #endif
 
 struct __align__(1024) Smem {
@@ -105,14 +74,6 @@ __device__ __forceinline__ uint8_t* p_tile(Smem& sm, int stage) { return sm.k[st
 template <typename T>
 __device__ __forceinline__ void compute_s(float (&s)[32], Smem& sm, int stage, uint32_t phase) {
   qk_block<T>(s, ptx::smem_addr(sm.q), ptx::smem_addr(sm.k[stage]), [&](int t) { ptx::mbarrier_wait(&sm.kfull[stage][t], phase); });
-}
-
-// The same over K1's tiles in the order they are refilled under MLA_DENSE_W1_V1R_FIRST: 4-7, 0-3, 8.
-template <typename T>
-__device__ __forceinline__ void compute_s_v1r_first(float (&s)[32], Smem& sm, uint32_t phase) {
-  qk_block<T>(
-      s, ptx::smem_addr(sm.q), ptx::smem_addr(sm.k[1]), [&](int t) { ptx::mbarrier_wait(&sm.kfull[1][t], phase); },
-      [](int i) { return i < 4 ? i + 4 : i < 8 ? i - 4 : i; });
 }
 
 // Scales scores to the log2 domain and masks tokens at or past each row's limit (-inf). FAST: when no
@@ -271,8 +232,7 @@ __device__ __forceinline__ void load_tiles(const DenseParams& p, Smem& sm, const
 }
 
 // The three refill groups: tiles that become free together, released by the warpgroup that read them last.
-// REFILL_RIGHT is split into its two halves under MLA_DENSE_W1_V1R_FIRST (never with multicast).
-enum : int { REFILL_K0_LEFT = 0, REFILL_K1_LEFT_P = 1, REFILL_RIGHT = 2, REFILL_K1_RIGHT = 3, REFILL_K0_RIGHT = 4 };
+enum : int { REFILL_K0_LEFT = 0, REFILL_K1_LEFT_P = 1, REFILL_RIGHT = 2 };
 
 // Issues (or, with multicast, releases) refill group g for the pair `next`, called by one whole warp of
 // the releasing warpgroup (warp-uniform, after the warpgroup's named barrier). Without multicast lane 0
@@ -283,8 +243,9 @@ enum : int { REFILL_K0_LEFT = 0, REFILL_K1_LEFT_P = 1, REFILL_RIGHT = 2, REFILL_
 template <bool MC>
 __device__ __forceinline__ void refill(const DenseParams& p, Smem& sm, const Pair& next, int g, int hk, uint64_t policy, uint32_t& empty_phase, int lane) {
   struct Span { int stage, t0, t1; };
-  const Span spans[5][2] = {{{0, 0, 4}, {0, 0, 0}}, {{1, 0, 4}, {1, NUM_TILES - 1, NUM_TILES}}, {{0, 4, NUM_TILES}, {1, 4, NUM_TILES - 1}},
-                            {{1, 4, NUM_TILES - 1}, {1, 0, 0}}, {{0, 4, NUM_TILES}, {0, 0, 0}}};
+  // Five rows, the last two empty and never used: with three, nvcc orders registers differently in the
+  // PTX and ptxas allocates every kernel here differently from the builds that were measured.
+  const Span spans[5][2] = {{{0, 0, 4}, {0, 0, 0}}, {{1, 0, 4}, {1, NUM_TILES - 1, NUM_TILES}}, {{0, 4, NUM_TILES}, {1, 4, NUM_TILES - 1}}};
   if constexpr (!MC) {
     if (lane == 0) {
 #pragma unroll
@@ -375,18 +336,17 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     for (int i = 0; i < 128; ++i) o[i] = 0.0f;
     float l[2] = {0.0f, 0.0f}, m[2] = {M_INIT, M_INIT};
     float s[32];
-    bool s_queued = false;  // MLA_DENSE_W0_QK_EARLY: W0's Q·K0ᵀ of this pair was issued last iteration
 
+    // Measured on the H200 and not kept (docs/dense-decode.md §6; bench/results/2026-11-30-h200-exp5-
+    // e{2,3,4,5}-dense_seesaw_fast.json), dense-compute vs 550.9 µs: W1 arriving SCALE1 before storing
+    // sP1 (550.7), W0 refilling K0 tiles 0-3 after SCALE1 (547.4, but dense-mem-h64 325.3 vs 322.0), W1
+    // refilling V1R first and reading K1's tiles 4-7 first (560.8), W0 queuing the next pair's Q·K0ᵀ
+    // behind P1·V1L (556.0; dense-compute-mtp 1046.9 vs 1054.2).
     for (int blk0 = start_blk; blk0 < end_blk; blk0 += 2, phase ^= 1) {
       const int blk1 = blk0 + 1;
       const Pair next = next_pair(p, meta, {req, blk0, end_blk, {}});
       if (wg == 0) {
-        if (MLA_DENSE_W0_QK_EARLY && !MC && s_queued) {
-          ptx::wgmma_wait<0>();
-          ptx::fence_regs(s);
-        } else {
-          compute_s<T>(s, sm, 0, phase);
-        }
+        compute_s<T>(s, sm, 0, phase);
         mask_scale<FAST>(s, p, blk0, lane, limit);
         float scale0[2];
 #pragma unroll
@@ -412,12 +372,9 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
         // K0 tiles 0-3 are no longer read by anyone: refill them with the next pair's first block.
-        if constexpr (!MLA_DENSE_REFILL_AFTER_SCALE1) release_and_refill(BAR_WG0, REFILL_K0_LEFT, next);
+        release_and_refill(BAR_WG0, REFILL_K0_LEFT, next);
 
         ptx::named_barrier_sync(BAR_SCALE1_READY, CONSUMER_THREADS);
-        if constexpr (MLA_DENSE_REFILL_AFTER_SCALE1) {
-          if (warp_u == 0) refill<MC>(p, sm, next, REFILL_K0_LEFT, hk, policy, empty_phase, lane);
-        }
         float scale1[2];
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
@@ -436,40 +393,13 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           ptx::fence_proxy_async_smem();
           wg_sync(BAR_WG0);
         }
-        if constexpr (MLA_DENSE_EARLY_SCALE1) ptx::named_barrier_sync(BAR_P1_READY, CONSUMER_THREADS);
         pv_ss<T>(o, p_tile(sm, 1), sm.k[1], 0);  // O_L += sP1·V1L
-        if constexpr (MLA_DENSE_W0_QK_EARLY && !MC) {
-          ptx::named_barrier_sync(BAR_PV0R_ISSUED, CONSUMER_THREADS);  // W1's sP0·V0R is queued before ours
-          s_queued = next.req == req && next.end_blk != 0;  // Q stays: the next pair is in this request
-          // Q·K0ᵀ of the next pair over tiles [t0, t1), each once it has landed, as one commit group.
-          const uint32_t q_base = ptx::smem_addr(sm.q), k_base = ptx::smem_addr(sm.k[0]);
-          auto qk_next = [&](int t0, int t1) {
-#pragma unroll
-            for (int t = t0; t < t1; ++t) {
-              ptx::mbarrier_wait(&sm.kfull[0][t], phase ^ 1);  // the next pair's phase
-              qk_tile<T>(s, q_base, k_base, t, t == 0);
-            }
-            ptx::wgmma_commit();
-          };
-          if (s_queued) {
-            ptx::wgmma_fence();
-            qk_next(0, 4);
-            ptx::wgmma_wait<1>();  // P1·V1L is done (the Q·K0ᵀ group may still run)
-          } else {
-            ptx::wgmma_wait<0>();
-          }
-          ptx::fence_regs(o);
-          release_and_refill(BAR_WG0, REFILL_K1_LEFT_P, next);
-          if (s_queued) qk_next(4, NUM_TILES);
-        } else {
-          ptx::wgmma_wait<0>();
-          ptx::fence_regs(o);
-          // W0 was the last to read K1 tiles 0-3 (V1L) and tile 8 (sP1).
-          release_and_refill(BAR_WG0, REFILL_K1_LEFT_P, next);
-        }
+        ptx::wgmma_wait<0>();
+        ptx::fence_regs(o);
+        // W0 was the last to read K1 tiles 0-3 (V1L) and tile 8 (sP1).
+        release_and_refill(BAR_WG0, REFILL_K1_LEFT_P, next);
       } else {
-        if constexpr (MLA_DENSE_W1_V1R_FIRST && !MC) compute_s_v1r_first<T>(s, sm, phase);
-        else compute_s<T>(s, sm, 1, phase);
+        compute_s<T>(s, sm, 1, phase);
         mask_scale<FAST>(s, p, blk1, lane, limit);
         ptx::named_barrier_sync(BAR_SCALE0_READY, CONSUMER_THREADS);
         float scale01[2];
@@ -485,12 +415,11 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           __syncwarp();  // the warp's four readers of sm.m[r] (above) read before lane 0 overwrites it
           if (lane % 4 == 0) sm.m[r] = m_new, sm.scale1[r] = s1;
         }
-        if constexpr (MLA_DENSE_EARLY_SCALE1) ptx::named_barrier_arrive(BAR_SCALE1_READY, CONSUMER_THREADS);
         uint32_t p1[4][4];
         pack_p<T>(p1, s);
         store_p(p_tile(sm, 1), p1, warp_in_wg, lane);
         ptx::fence_proxy_async_smem();
-        ptx::named_barrier_arrive(MLA_DENSE_EARLY_SCALE1 ? BAR_P1_READY : BAR_SCALE1_READY, CONSUMER_THREADS);
+        ptx::named_barrier_arrive(BAR_SCALE1_READY, CONSUMER_THREADS);
         rescale_o<FAST>(o, scale01);
         if (seqlen - blk1 * BLOCK_N < BLOCK_N) {
           zero_tail_rows(sm.k[1], 4, max(seqlen - blk1 * BLOCK_N, 0), t128);
@@ -501,20 +430,11 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         pv_rs<T>(o, p1, sm.k[1], 4);  // O_R += P1·V1R
         ptx::named_barrier_sync(BAR_P0_READY, CONSUMER_THREADS);
         pv_ss<T>(o, p_tile(sm, 0), sm.k[0], 4);  // O_R += sP0·V0R
-        if constexpr (MLA_DENSE_W0_QK_EARLY && !MC) ptx::named_barrier_arrive(BAR_PV0R_ISSUED, CONSUMER_THREADS);
-        if constexpr (MLA_DENSE_W1_V1R_FIRST && !MC) {
-          ptx::wgmma_wait<1>();  // P1·V1R is done (P0·V0R may still run): K1 tiles 4-7 are free
-          release_and_refill(BAR_WG1, REFILL_K1_RIGHT, next);
-          ptx::wgmma_wait<0>();
-          ptx::fence_regs(o);
-          release_and_refill(BAR_WG1, REFILL_K0_RIGHT, next);
-        } else {
-          ptx::wgmma_wait<0>();
-          ptx::fence_regs(o);
-          // K0 tiles 4-8 (V0R, sP0) and K1 tiles 4-7 (V1R) are done; W0's Q·K0ᵀ finished before it
-          // published sP0, and W0 refills K1's tile 8 (sP1) once it has read it.
-          release_and_refill(BAR_WG1, REFILL_RIGHT, next);
-        }
+        ptx::wgmma_wait<0>();
+        ptx::fence_regs(o);
+        // K0 tiles 4-8 (V0R, sP0) and K1 tiles 4-7 (V1R) are done; W0's Q·K0ᵀ finished before it
+        // published sP0, and W0 refills K1's tile 8 (sP1) once it has read it.
+        release_and_refill(BAR_WG1, REFILL_RIGHT, next);
       }
     }
 

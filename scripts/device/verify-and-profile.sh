@@ -74,7 +74,7 @@ for step in $steps; do
     racecheck-probe)  # scripts/device/racecheck-probe.cu, built here, plain and under racecheck
       echo "===== racecheck-probe" >> "$log"
       nvcc -std=c++17 -O2 -gencode arch=compute_90a,code=sm_90a -lineinfo -o /tmp/racecheck-probe scripts/device/racecheck-probe.cu >> "$log" 2>&1 &&
-        { /tmp/racecheck-probe; compute-sanitizer --tool racecheck /tmp/racecheck-probe; } > "$out/racecheck-probe.txt" 2>&1
+        { timeout -k 5 ${PROBE_LIMIT:-60} /tmp/racecheck-probe; timeout -k 5 ${PROBE_LIMIT:-60} compute-sanitizer --tool racecheck /tmp/racecheck-probe; } > "$out/racecheck-probe.txt" 2>&1
       echo "== racecheck-probe rc=$?"
       grep -E "^mode|probe:|Race reported|RACECHECK SUMMARY" "$out/racecheck-probe.txt" | cut -c1-160 ;;
     bench-dirs)  # the headline cases per kernel folder of BENCH_DIRS (a control build beside this one)

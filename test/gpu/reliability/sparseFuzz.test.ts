@@ -80,7 +80,7 @@ interface SparseFuzzCase {
   kernel: SparseFuzzKernel;
 }
 
-type SparseFuzzKernel = "default" | "v1" | "v2" | "v3" | "crossover_v1" | "crossover_v2";
+type SparseFuzzKernel = "default" | "v1" | "v2" | "v3" | "crossover_v1" | "crossover_v2" | "crossover_v3";
 
 
 function drawTopk(rng: Rng): number {
@@ -130,7 +130,7 @@ function drawCase(seed: number): SparseFuzzCase {
     useStream: rng.uniform() < 0.3,
     preallocate: rng.uniform() < 0.3,
     // Drawn last, so the other fields of a seed stay what they were before kernels were drawn.
-    kernel: rng.pick<SparseFuzzKernel>(h_q === 128 ? ["default", "v1", "v2", "v3", "crossover_v1", "crossover_v2"] : ["default", "v1", "v2", "v3"]),
+    kernel: rng.pick<SparseFuzzKernel>(h_q === 128 ? ["default", "v1", "v2", "v3", "crossover_v1", "crossover_v2", "crossover_v3"] : ["default", "v1", "v2", "v3"]),
   };
 }
 
