@@ -440,7 +440,7 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
       if (t < 64 && (!SPLIT || pidx == 0)) sm.valid[stage][t] = slot_of(p, flag_entry) >= 0 ? 1 : 0;
     }
     ptx::fence_proxy_async_smem();  // the consumers' wgmma (and, with crossover, the bulk copy) read these generic writes
-    if constexpr (XO) {
+    if constexpr (XO && !ABLATE_PRODUCER) {  // (the ablation sets no expected bytes: nothing may arrive)
       __syncwarp();  // every lane's rows and fence before lane 0's copy
       if (lane == 0) {
         const uint32_t rows = ptx::smem_addr(kb) + (32 * rank + 8 * warp) * 128;
