@@ -220,6 +220,18 @@ test("sparseDecodeGpu() refuses a bad producer option, naming it, before it look
   assert.equal(a.schedMeta.initialized, false);
 });
 
+test("sparseDecodeGpu() refuses a bad crossover option, naming it and the accepted values, before it looks at the tensors", () => {
+  const a = args();
+  assert.throws(() => sparseDecodeGpu(a, { crossover: "h64" as "h128" }), (e: unknown) => {
+    assert.ok(e instanceof ArgumentError);
+    assert.match(e.message, /crossover/);
+    assert.match(e.message, /true, false or "h128"/);
+    assert.match(e.message, /h64/);
+    return true;
+  });
+  assert.equal(a.schedMeta.initialized, false);
+});
+
 test("sparseProducer(): v3 unless asked, with or without crossover, as flashMlaWithKvcache runs", () => {
   assert.equal(sparseProducer({}), "v3");
   assert.equal(sparseProducer({ crossover: false }), "v3");
