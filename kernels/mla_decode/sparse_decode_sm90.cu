@@ -520,7 +520,16 @@ __device__ __forceinline__ void store_rows(const SparseParams& p, float (&o)[128
 
 // WG is the warpgroup (0 or 1), a template parameter so each instantiation holds only its own path and
 // ptxas allocates each within its own register budget.
-template <typename T, int WG, bool XO, bool SPLIT_PV = false>
+// MLA_XO_NO_CONSUMER_FENCE (a timing experiment, not yet run): with the bulk-copy transport (producers
+// v2 and v3) the consumers skip their per-thread fence.proxy.async after the kfull wait. The peer's half
+// is written by the async proxy and completed on kfull, as a TMA load (which the dense kernel's wgmmas
+// read without a fence); the local half's generic writes are fenced by the producer threads before they
+// arrive. The st.async transport (producer v1) keeps the fence. FlashMLA's consumers have none.
+#ifndef MLA_XO_NO_CONSUMER_FENCE
+#define MLA_XO_NO_CONSUMER_FENCE 0
+#endif
+
+template <typename T, int WG, bool XO, bool SPLIT_PV = false, bool XO_BULK = false>
 __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const SchedMeta& meta, int h0, int s_idx) {
   // O (+)= P·V over this warpgroup's 256 columns (V from `v_base`, 4 tiles), as one m64n256 wgmma per
   // 16 tokens or, for the 512-thread kernel, two m64n128 (columns 0-127, tiles 0-1; 128-255, tiles 2-3).
@@ -575,11 +584,12 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
       const int stage = it % 2;
       const uint32_t k_base = ptx::smem_addr(sm.k[stage]);
       ptx::mbarrier_wait(&sm.kfull[stage], (it / 2) & 1);
-      // With crossover half the block was written by the peer (st.async, counted by complete_tx into this
-      // CTA's own shared memory, as a TMA load would be): a CTA-scope wait sees it as it sees a TMA load.
+      // With crossover half the block was written by the peer (a bulk copy, or st.async for producer v1,
+      // counted by complete_tx into this CTA's own shared memory, as a TMA load would be): a CTA-scope wait
+      // sees it as it sees a TMA load.
       // The cluster-scope acquire used before invalidated L1 on every wait (CCTL.IVALL: 9 % of the warp
       // samples in ncu on the H200), for nothing this kernel reads through L1.
-      if constexpr (XO) ptx::fence_proxy_async_smem();
+      if constexpr (XO && !(MLA_XO_NO_CONSUMER_FENCE && XO_BULK)) ptx::fence_proxy_async_smem();
       if constexpr (ABLATE_CONSUMERS) {
         __syncwarp();
         if (lane == 0) {
@@ -725,11 +735,11 @@ __device__ __forceinline__ void sparse_decode(const SparseParams& p) {
     }
   } else if (wg == 0) {
     ptx::setmaxnreg_inc<NPROD == 2 ? WG0_REGS_V3 : WG0_REGS>();
-    consumer<ptx::bf16_t, 0, XO, NPROD == 2>(p, sm, *meta, blockIdx.x * 64, blockIdx.y);
+    consumer<ptx::bf16_t, 0, XO, NPROD == 2, V2>(p, sm, *meta, blockIdx.x * 64, blockIdx.y);
   } else {
     // WG1 keeps the 168 registers a 384-thread CTA starts with; a 512-thread one starts at 128.
     if constexpr (NPROD == 2) ptx::setmaxnreg_inc<WG1_REGS_V3>();
-    consumer<ptx::bf16_t, 1, XO, NPROD == 2>(p, sm, *meta, blockIdx.x * 64, blockIdx.y);
+    consumer<ptx::bf16_t, 1, XO, NPROD == 2, V2>(p, sm, *meta, blockIdx.x * 64, blockIdx.y);
   }
   ptx::pdl_launch_dependents();
   // No CTA may leave while its peer can still write its buffers or arrive on its barriers.
