@@ -32,6 +32,7 @@
 #                      the CSV it returns here with node scripts/ncuSummary.mjs profile-source.csv
 set -u
 out=${1:?usage: verify-and-profile.sh OUTDIR}
+mkdir -p "$out" || exit 2  # a missing folder made every step fail at once (fifth session)
 log="$out/verify.log"
 steps=${STEPS:-"dense sparse bench-dense bench-sparse"}
 export FLASHMLA_REQUIRE_GPU=1 FLASHMLA_DENSE_GRID=${FLASHMLA_DENSE_GRID:-quick} FLASHMLA_SPARSE_GRID=${FLASHMLA_SPARSE_GRID:-quick}
