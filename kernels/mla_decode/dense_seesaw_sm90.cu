@@ -47,6 +47,16 @@ enum : uint32_t { BAR_CONSUMERS = 1, BAR_SCALE0_READY = 2, BAR_SCALE1_READY = 3,
 #define MLA_DENSE_WG_MBARRIERS 0
 #endif
 
+// MLA_DENSE_L2_PREFETCH (a timing experiment, not yet run): once W0's Q·K0ᵀ of a pair is done, one
+// lane asks TMA to prefetch all 18 tiles of the next pair into L2. Every refill except K0's tiles 0-3 is
+// issued at the very end of an iteration and the next iteration's Q·Kᵀ waits on it at once (ncu, second
+// session: 23 % of warp samples long-scoreboard on the TMA tiles; the block-table lookups taken off that
+// path bought 2 %, §7), so the refill should find its data in L2, ~4 µs after the prefetch, instead of
+// going to DRAM then. Not with multicast.
+#ifndef MLA_DENSE_L2_PREFETCH
+#define MLA_DENSE_L2_PREFETCH 0
+#endif
+
 struct __align__(1024) Smem {
   uint8_t q[QK_BYTES];
   // K0 (even block of the pair), K1 (odd block). Tile 8 (RoPE dims) is not part of V, so once Q·Kᵀ of a
@@ -347,6 +357,13 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       const Pair next = next_pair(p, meta, {req, blk0, end_blk, {}});
       if (wg == 0) {
         compute_s<T>(s, sm, 0, phase);
+        if constexpr (MLA_DENSE_L2_PREFETCH && !MC) {
+          if (warp_u == 0 && lane == 0 && next.end_blk != 0) {
+#pragma unroll
+            for (int stage = 0; stage < 2; ++stage)
+              for (int t = 0; t < NUM_TILES; ++t) ptx::tma_prefetch_4d(&p.tmap_kv, t * 64, hk, 0, pair_phys(p, next, stage));
+          }
+        }
         mask_scale<FAST>(s, p, blk0, lane, limit);
         float scale0[2];
 #pragma unroll
