@@ -13,7 +13,7 @@ export interface CrossoverGain {
   plainUs: number;
   crossoverUs: number;
   gain: number;
-  /** When the gain was measured on another pair (v3's crossover form is experimental): the timed kernel and its time. */
+  /** When the gain was measured on another pair (a kernel without a crossover form of its own): the timed kernel and its time. */
   via?: { kernel: string; us: number };
 }
 

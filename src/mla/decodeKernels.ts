@@ -27,7 +27,7 @@ export interface DecodeKernels {
   sparseCrossoverV2Bf16: Kernel;
   /** Two producer warpgroups, 512 threads, no crossover (producer v3, the default). */
   sparseV3Bf16: Kernel;
-  /** The same with crossover (experimental: the two producer warpgroups split the dims of this CTA's half). */
+  /** The same with crossover (the two producer warpgroups split the dims of this CTA's half; the default at h_q = 128). */
   sparseCrossoverV3Bf16: Kernel;
   sparseSmemBytes: number;
   /** The sparse kernels' e4m3 -> bf16 dequantization alone (an exhaustive GPU test checks it). */

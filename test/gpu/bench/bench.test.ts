@@ -111,14 +111,15 @@ describeGpu("bench harness on the GPU", (device) => {
     assert.equal(rec.results[1].kernel, DEFAULT_BENCH_KERNELS.sparse);
     assert.equal(rec.results[1].status, "ok", rec.results[1].reason);
     assert.ok(rec.results[1].tflops > 0 && rec.results[1].nUnique > 0);
-    assert.equal(rec.results[1].cycleBudget.crossover, false);
-    // sparse-v32 (h_q = 128) was also timed with the v2 producer with and without crossover, for the
-    // measured gain (the default's v3 producer's crossover form is experimental), the default's time beside it.
+    // sparse-v32 has h_q = 128: the default runs crossover (producer v3) there.
+    assert.equal(rec.results[1].cycleBudget.crossover, true);
+    // It was also timed with its plain partner (sparse_v3), for the measured crossover gain.
     assert.equal(rec.crossoverGains?.length, 1);
     assert.equal(rec.crossoverGains[0].case, "sparse-v32");
-    assert.equal(rec.crossoverGains[0].plainKernel, "sparse_v2");
-    assert.equal(rec.crossoverGains[0].crossoverKernel, "sparse_crossover_v2");
-    assert.deepEqual(rec.crossoverGains[0].via, { kernel: "sparse", us: rec.results[1].usMedian });
+    assert.equal(rec.crossoverGains[0].plainKernel, "sparse_v3");
+    assert.equal(rec.crossoverGains[0].crossoverKernel, DEFAULT_BENCH_KERNELS.sparse);
+    assert.equal(rec.crossoverGains[0].crossoverUs, rec.results[1].usMedian);
+    assert.equal(rec.crossoverGains[0].via, undefined);
     assert.ok(rec.crossoverGains[0].gain > 0 && Number.isFinite(rec.crossoverGains[0].gain));
     // The ceilings measured by this run were cached for the next one.
     assert.ok(cache.get(device.name, rec.gpu.driverVersion) !== undefined);

@@ -6,7 +6,7 @@ import { checkSparseAgainstCpu as check, sparseBits, uploadSparseCase } from "..
 // Crossover with producer v3 (two producer warpgroups splitting the dims of the CTA's 32 tokens), written
 // without a GPU: its own file, so a fault in it cannot stop the suites of the verified kernels.
 
-describeGpu("sparse crossover with producer v3 (experimental)", () => {
+describeGpu("sparse crossover with producer v3 (the default at h_q = 128)", () => {
   test("crossover v3 matches the CPU reference, every element (s_q 1 and 3, top-k lengths, invalid and repeated ids)", () => {
     check({ seed: 1200, b: 3, s_q: 1, h_q: 128, s_k: 700, topk: 200, pageBlockSize: 61, sink: true, invalidFraction: 0.2, topkLength: true }, 0, true, "v3");
     check({ seed: 1201, b: 2, s_q: 3, h_q: 128, s_k: 1500, topk: 640, pageBlockSize: 64, sink: true, invalidFraction: 0.1, repeat: 0.2 }, 0, true, "v3");
