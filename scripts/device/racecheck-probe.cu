@@ -57,6 +57,22 @@ __device__ __forceinline__ void mbar_wait(unsigned long long* b, unsigned parity
   asm volatile("{\n.reg .pred d;\nW_%=:\nmbarrier.try_wait.parity.shared::cta.b64 d, [%0], %1;\n@!d bra W_%=;\n}\n" ::"r"(smem_u32(b)), "r"(parity) : "memory");
 }
 
+// The warpgroup outside the exchange stays alive until the reader is done, as the kernels' producer
+// does (thread 0 polls the block's flag).
+__device__ __forceinline__ void idle_until_reader_done(volatile int* flag) {
+  if (threadIdx.x == 0)
+    while (flag[blockIdx.x] == 0) __nanosleep(100);
+  __syncwarp();
+}
+// The reader's result for its lane, and (lane 0) the flag that releases the idle warpgroup.
+__device__ __forceinline__ void reader_done(float* out, volatile int* flag, int lane, float acc) {
+  out[blockIdx.x * 128 + lane] = acc;
+  if (lane == 0) {
+    __threadfence();
+    flag[blockIdx.x] = 1;
+  }
+}
+
 // Bounded wait (modes 16-17): gives up after ~2^24 polls and returns false, so a protocol bug or a tool
 // that never lets the other side run shows as a wrong result, not a hung device call (the first run of
 // these modes shared a call that timed out).
@@ -86,9 +102,7 @@ __global__ void __launch_bounds__(384, 1) probe(float* out, volatile int* flag) 
     __syncthreads();
     if (threadIdx.x < 128) {  // warpgroup 0: completes each round's barrier, then waits for the reader
       for (int r = 0; r < 4; ++r) mbar_arrive(&full[r]);
-      if (threadIdx.x == 0)
-        while (flag[blockIdx.x] == 0) __nanosleep(100);
-      __syncwarp();
+      idle_until_reader_done(flag);
       return;
     }
   }
@@ -98,9 +112,7 @@ __global__ void __launch_bounds__(384, 1) probe(float* out, volatile int* flag) 
       for (int r = 0; r < 4; ++r) mbar_init(&fullb[r], 128), mbar_init(&freeb[r], 128);
     __syncthreads();
     if (threadIdx.x < 128) {
-      if (threadIdx.x == 0)
-        while (flag[blockIdx.x] == 0) __nanosleep(100);
-      __syncwarp();
+      idle_until_reader_done(flag);
       return;
     }
     const int wg = threadIdx.x / 128, l = threadIdx.x % 128;
@@ -118,18 +130,12 @@ __global__ void __launch_bounds__(384, 1) probe(float* out, volatile int* flag) 
         if (MODE == 17) bar_sync(5, 256);
       }
     }
-    if (wg == 2) out[blockIdx.x * 128 + l] = acc;
-    if (wg == 2 && l == 0) {
-      __threadfence();
-      flag[blockIdx.x] = 1;
-    }
+    if (wg == 2) reader_done(out, flag, l, acc);
     return;
   }
   if (MODE >= 13) {
     if (threadIdx.x < 128) {  // the producer warpgroup, alive until the reader is done
-      if (threadIdx.x == 0)
-        while (flag[blockIdx.x] == 0) __nanosleep(100);
-      __syncwarp();
+      idle_until_reader_done(flag);
       return;
     }
     const int wg = threadIdx.x / 128 - 1, l = threadIdx.x % 128;  // 0 writes, 1 reads
@@ -161,18 +167,12 @@ __global__ void __launch_bounds__(384, 1) probe(float* out, volatile int* flag) 
         acc += y[(l / 4 + 1) % 32];
       }
     }
-    if (wg == 1) out[blockIdx.x * 128 + l] = acc;
-    if (wg == 1 && l == 0) {
-      __threadfence();
-      flag[blockIdx.x] = 1;
-    }
+    if (wg == 1) reader_done(out, flag, l, acc);
     return;
   }
   if (MODE >= 7) {
     if (!MBAR && threadIdx.x < 128) {
-      if (threadIdx.x == 0)
-        while (flag[blockIdx.x] == 0) __nanosleep(100);
-      __syncwarp();
+      idle_until_reader_done(flag);
       return;
     }
     const int wg7 = threadIdx.x / 128, lane7 = threadIdx.x % 128;
@@ -186,19 +186,13 @@ __global__ void __launch_bounds__(384, 1) probe(float* out, volatile int* flag) 
       bar_sync(1, 256);
       if (wg7 == 2) acc7 += y[(lane7 / 4 + 1) % 32];
     }
-    if (wg7 == 2) out[blockIdx.x * 128 + lane7] = acc7;
-    if (wg7 == 2 && lane7 == 0) {
-      __threadfence();
-      flag[blockIdx.x] = 1;
-    }
+    if (wg7 == 2) reader_done(out, flag, lane7, acc7);
     return;
   }
   const int t = threadIdx.x, wg = t / 128, lane = t % 128;
   const int writer = MODE == 0 ? 0 : 1;
   if (MODE == 6 && wg == 0) {
-    if (lane == 0)
-      while (flag[blockIdx.x] == 0) __nanosleep(100);
-    __syncwarp();
+    idle_until_reader_done(flag);
     return;
   }
   if (MODE != 0 && wg == 0) return;
