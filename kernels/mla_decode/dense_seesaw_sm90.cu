@@ -216,8 +216,6 @@ __device__ __forceinline__ Pair with_phys(const DenseParams& p, Pair pr) {
   return pr;
 }
 
-__device__ __forceinline__ int pair_phys(const DenseParams&, const Pair& pr, int stage) { return pr.phys[stage]; }
-
 __device__ __forceinline__ Pair next_pair(const DenseParams& p, const SchedMeta& meta, Pair cur) {
   if (cur.blk0 + 2 < cur.end_blk) return with_phys(p, {cur.req, cur.blk0 + 2, cur.end_blk, {}});
   const int req = cur.req + 1;
@@ -228,7 +226,7 @@ __device__ __forceinline__ Pair next_pair(const DenseParams& p, const SchedMeta&
 // Issues TMA loads of tiles [t_begin, t_end) of the pair's block `stage` into K buffer `stage`.
 __device__ __forceinline__ void load_tiles(const DenseParams& p, Smem& sm, const Pair& pr, int stage, int t_begin, int t_end, int hk, uint64_t policy, bool first = false) {
   if (pr.end_blk == 0) return;  // no next pair
-  const int phys = pair_phys(p, pr, stage);
+  const int phys = pr.phys[stage];
 #ifdef MLA_ABLATE_LOADS  // timing experiment: compute on the first pair's data, never wait for memory
   if (!first) {
     for (int t = t_begin; t < t_end; ++t) ptx::mbarrier_arrive(&sm.kfull[stage][t]);
@@ -279,7 +277,7 @@ __device__ __forceinline__ void refill(const DenseParams& p, Smem& sm, const Pai
     if (lane == 0) {
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        const int stage = spans[g][i].stage, phys = pair_phys(p, next, stage);
+        const int stage = spans[g][i].stage, phys = next.phys[stage];
         for (int t = spans[g][i].t0; t < spans[g][i].t1; ++t)
           ptx::tma_load_4d_multicast(sm.k[stage] + t * TILE_BYTES, &p.tmap_kv, &sm.kfull[stage][t], t * 64, hk, 0, phys, 0x3, policy);
       }
@@ -361,7 +359,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           if (warp_u == 0 && lane == 0 && next.end_blk != 0) {
 #pragma unroll
             for (int stage = 0; stage < 2; ++stage)
-              for (int t = 0; t < NUM_TILES; ++t) ptx::tma_prefetch_4d(&p.tmap_kv, t * 64, hk, 0, pair_phys(p, next, stage));
+              for (int t = 0; t < NUM_TILES; ++t) ptx::tma_prefetch_4d(&p.tmap_kv, t * 64, hk, 0, next.phys[stage]);
           }
         }
         mask_scale<FAST>(s, p, blk0, lane, limit);
