@@ -173,6 +173,13 @@ __device__ __forceinline__ uint64_t policy_evict_first() {
   return pol;
 }
 
+// createpolicy.fractional.L2::evict_normal: the default priority, as a policy operand.
+__device__ __forceinline__ uint64_t policy_evict_normal() {
+  uint64_t pol;
+  asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
+}
+
 // 4-D tiled load into CTA shared memory, completing `bytes` on `bar`. Coordinates are signed element
 // indices, innermost first; out-of-range boxes are zero-filled and still credit full bytes.
 __device__ __forceinline__ void tma_load_4d(void* dst, const void* tmap, uint64_t* bar, int c0, int c1, int c2,
