@@ -173,13 +173,6 @@ __device__ __forceinline__ uint64_t policy_evict_first() {
   return pol;
 }
 
-// createpolicy.fractional.L2::evict_normal: the default priority, as a policy operand.
-__device__ __forceinline__ uint64_t policy_evict_normal() {
-  uint64_t pol;
-  asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(pol));
-  return pol;
-}
-
 // 4-D tiled load into CTA shared memory, completing `bytes` on `bar`. Coordinates are signed element
 // indices, innermost first; out-of-range boxes are zero-filled and still credit full bytes.
 __device__ __forceinline__ void tma_load_4d(void* dst, const void* tmap, uint64_t* bar, int c0, int c1, int c2,
@@ -189,13 +182,6 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const void* tmap, uint64_
       " [%0], [%1, {%2, %3, %4, %5}], [%6], %7;" ::"r"(smem_addr(dst)),
       "l"(tmap), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_addr(bar)), "l"(policy)
       : "memory");
-}
-
-// cp.async.bulk.prefetch.tensor (tile mode): pull a 4-D box into L2 without a destination or barrier;
-// out-of-range boxes fetch nothing. A later tma_load_4d of the box then reads L2 instead of DRAM.
-__device__ __forceinline__ void tma_prefetch_4d(const void* tmap, int c0, int c1, int c2, int c3) {
-  asm volatile("cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%0, {%1, %2, %3, %4}];" ::"l"(tmap), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
-               : "memory");
 }
 
 // prefetch.tensormap: pull the descriptor into the TMA unit's cache before the first load.

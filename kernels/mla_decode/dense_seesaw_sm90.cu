@@ -35,9 +35,9 @@ constexpr int THREADS = CONSUMER_THREADS;
 
 // Named barriers (id 0 is __syncthreads). Each is used once per iteration: one warpgroup arrives, the
 // other waits, so 256 threads complete it.
-enum : uint32_t { BAR_CONSUMERS = 1, BAR_SCALE0_READY = 2, BAR_SCALE1_READY = 3, BAR_P0_READY = 4, BAR_L_READY = 5, BAR_WG0 = 6, BAR_WG1 = 7 };
+enum : uint32_t { BAR_CONSUMERS = 1, BAR_SCALE0_READY = 2, BAR_SCALE1_READY = 3, BAR_P0_READY = 4, BAR_WG0 = 6, BAR_WG1 = 7 };
 
-// MLA_DENSE_WG_MBARRIERS (a racecheck experiment, not yet run): no 128-thread named barriers. A
+// MLA_DENSE_WG_MBARRIERS (a racecheck build option; dense suite 11/11 on it): no 128-thread named barriers. A
 //   warpgroup releases a refill group by one mbarrier arrival per warp (warp 0 waits for the four, then
 //   refills), and orders its tail zeroing before its own wgmma with an mbarrier all 128 threads arrive
 //   on and wait for. racecheck follows mbarriers (the producer -> consumer exchanges are never flagged)
@@ -47,31 +47,9 @@ enum : uint32_t { BAR_CONSUMERS = 1, BAR_SCALE0_READY = 2, BAR_SCALE1_READY = 3,
 #define MLA_DENSE_WG_MBARRIERS 0
 #endif
 
-// MLA_DENSE_L2_PREFETCH (a timing experiment, not yet run): once W0's Q·K0ᵀ of a pair is done, one
-// lane asks TMA to prefetch all 18 tiles of the next pair into L2. Every refill except K0's tiles 0-3 is
-// issued at the very end of an iteration and the next iteration's Q·Kᵀ waits on it at once (ncu, second
-// session: 23 % of warp samples long-scoreboard on the TMA tiles; the block-table lookups taken off that
-// path bought 2 %, §7), so the refill should find its data in L2, ~4 µs after the prefetch, instead of
-// going to DRAM then. Not with multicast.
-#ifndef MLA_DENSE_L2_PREFETCH
-#define MLA_DENSE_L2_PREFETCH 0
-#endif
-// MLA_DENSE_L2_PREFETCH=2: the same prefetch issued at the top of the iteration by W1 (~1 µs earlier).
-
-// MLA_DENSE_L_MBARRIER (a racecheck experiment): the once-per-request exchange of the row sums (sm.l)
-// through an mbarrier that all 256 consumer threads arrive on and wait for, instead of the full named
-// barrier BAR_L_READY. racecheck reports that exchange although a 256-thread bar.sync orders it (it does
-// not model the bar.arrive of the seesaw's other barriers, docs/reliability.md §3) and follows mbarriers.
-// MLA_DENSE_EVICT_NORMAL (a timing experiment): the K tiles loaded with L2::evict_normal instead of
-// evict_first. At h_q = 128 the two m-block CTAs of a part read the same blocks at about the same
-// time; evict_first may drop a line before the second one reads it.
-#ifndef MLA_DENSE_EVICT_NORMAL
-#define MLA_DENSE_EVICT_NORMAL 0
-#endif
-
-#ifndef MLA_DENSE_L_MBARRIER
-#define MLA_DENSE_L_MBARRIER 0
-#endif
+// Measured and not kept (H200, one call, docs/dense-decode.md §8): the next pair's 18 tiles prefetched
+// into L2 (cp.async.bulk.prefetch.tensor) after W0's Q·K0ᵀ or at the top of the iteration, and the K
+// tiles loaded with L2::evict_normal: all slower, the memory-bound cases by 14-24 %.
 
 struct __align__(1024) Smem {
   uint8_t q[QK_BYTES];
@@ -89,9 +67,11 @@ struct __align__(1024) Smem {
   // MLA_DENSE_WG_MBARRIERS only (unused, and not initialised, otherwise):
   uint64_t wg_free[5];  // per refill group: one arrival per warp of the warpgroup that read it last
   uint64_t wg_sync[2];  // per warpgroup: all 128 threads
-#if MLA_DENSE_L_MBARRIER
-  uint64_t l_ready;     // all 256 consumer threads, once per request
-#endif
+  // The once-per-request exchange of sm.l: all 256 consumer threads arrive and wait. An mbarrier, not
+  // a 256-thread named barrier: racecheck reported that exchange under bar.sync (it does not model the
+  // bar.arrive of the seesaw's other barriers) and is silent with this one, at the same speed (H200:
+  // dense-compute 535.2 vs 532.9 µs, dense-mem-h16 300.9 vs 301.9; docs/reliability.md §3).
+  uint64_t l_ready;
 };
 constexpr int SMEM_BYTES = sizeof(Smem) + 1024;
 static_assert(SMEM_BYTES <= 232448, "fits the opt-in shared memory of an H100/H200 SM");
@@ -312,14 +292,14 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
   const int tid = threadIdx.x, wg = __shfl_sync(0xFFFFFFFFu, static_cast<int>(threadIdx.x / 128), 0);
   const int t128 = tid % 128, warp_in_wg = t128 / 32, lane = tid % 32;
   const int warp_u = __shfl_sync(0xFFFFFFFFu, warp_in_wg, 0);  // warp-uniform for ptxas (see wg)
-  const uint64_t policy = MLA_DENSE_EVICT_NORMAL ? ptx::policy_evict_normal() : ptx::policy_evict_first();
+  const uint64_t policy = ptx::policy_evict_first();
   uint32_t phase = 0;  // flips once per iteration (pair of blocks) for every barrier
   uint32_t empty_phase = 0;  // MC, rank 0's releasing threads: parity of each refill group's kempty
   // A warpgroup's own barrier (`bar`: BAR_WG0 or BAR_WG1, the same warpgroup as `wg`), and its release of
   // refill group g after which warp 0 refills it for `next`: named barriers, or (MLA_DENSE_WG_MBARRIERS)
   // mbarriers, each completed once per iteration (group) or per use (sync).
   uint32_t wg_sync_phase = 0;
-  [[maybe_unused]] uint32_t l_phase = 0;  // MLA_DENSE_L_MBARRIER: parity of sm.l_ready, flips per request
+  uint32_t l_phase = 0;  // parity of sm.l_ready, flips once per request
   auto wg_sync = [&](uint32_t bar) {
     if constexpr (MLA_DENSE_WG_MBARRIERS) {
       ptx::mbarrier_arrive(&sm.wg_sync[bar - BAR_WG0]);
@@ -375,13 +355,6 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       const Pair next = next_pair(p, meta, {req, blk0, end_blk, {}});
       if (wg == 0) {
         compute_s<T>(s, sm, 0, phase);
-        if constexpr (MLA_DENSE_L2_PREFETCH == 1 && !MC) {
-          if (warp_u == 0 && lane == 0 && next.end_blk != 0) {
-#pragma unroll
-            for (int stage = 0; stage < 2; ++stage)
-              for (int t = 0; t < NUM_TILES; ++t) ptx::tma_prefetch_4d(&p.tmap_kv, t * 64, hk, 0, next.phys[stage]);
-          }
-        }
         mask_scale<FAST>(s, p, blk0, lane, limit);
         float scale0[2];
 #pragma unroll
@@ -434,13 +407,6 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         // W0 was the last to read K1 tiles 0-3 (V1L) and tile 8 (sP1).
         release_and_refill(BAR_WG0, REFILL_K1_LEFT_P, next);
       } else {
-        if constexpr (MLA_DENSE_L2_PREFETCH == 2 && !MC) {
-          if (warp_u == 0 && lane == 0 && next.end_blk != 0) {
-#pragma unroll
-            for (int stage = 0; stage < 2; ++stage)
-              for (int t = 0; t < NUM_TILES; ++t) ptx::tma_prefetch_4d(&p.tmap_kv, t * 64, hk, 0, next.phys[stage]);
-          }
-        }
         compute_s<T>(s, sm, 1, phase);
         mask_scale<FAST>(s, p, blk1, lane, limit);
         ptx::named_barrier_sync(BAR_SCALE0_READY, CONSUMER_THREADS);
@@ -487,13 +453,9 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       l[half] += __shfl_xor_sync(0xFFFFFFFFu, l[half], 2);
       if (lane % 4 == 0) sm.l[wg][16 * warp_in_wg + lane / 4 + 8 * half] = l[half];
     }
-#if MLA_DENSE_L_MBARRIER
     ptx::mbarrier_arrive(&sm.l_ready);
     ptx::mbarrier_wait(&sm.l_ready, l_phase);
     l_phase ^= 1;
-#else
-    ptx::named_barrier_sync(BAR_L_READY, CONSUMER_THREADS);
-#endif
     float L[2], M[2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -523,14 +485,12 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
     for (int g = 0; g < 5; ++g) ptx::mbarrier_init(&sm.wg_free[g], 4);
     for (int w = 0; w < 2; ++w) ptx::mbarrier_init(&sm.wg_sync[w], 128);
 #endif
-#if MLA_DENSE_L_MBARRIER
     ptx::mbarrier_init(&sm.l_ready, CONSUMER_THREADS);
-#endif
     ptx::fence_mbarrier_init();
     ptx::prefetch_tensormap(&p.tmap_kv);
     // The first pair of blocks; afterwards each warpgroup refills what it frees.
     const Pair first = with_phys(p, {meta.begin_req_idx, meta.begin_block_idx, piece_end(p, meta, meta.begin_req_idx), {}});
-    const uint64_t policy = MLA_DENSE_EVICT_NORMAL ? ptx::policy_evict_normal() : ptx::policy_evict_first();
+    const uint64_t policy = ptx::policy_evict_first();
     load_tiles(p, sm, first, 0, 0, NUM_TILES, blockIdx.y, policy, true);
     load_tiles(p, sm, first, 1, 0, NUM_TILES, blockIdx.y, policy, true);
   }
