@@ -35,7 +35,7 @@ constexpr int THREADS = CONSUMER_THREADS;
 
 // Named barriers (id 0 is __syncthreads). Each is used once per iteration: one warpgroup arrives, the
 // other waits, so 256 threads complete it.
-enum : uint32_t { BAR_CONSUMERS = 1, BAR_SCALE0_READY = 2, BAR_SCALE1_READY = 3, BAR_P0_READY = 4, BAR_WG0 = 6, BAR_WG1 = 7 };
+enum : uint32_t { BAR_CONSUMERS = 1, BAR_SCALE0_READY = 2, BAR_SCALE1_READY = 3, BAR_P0_READY = 4, BAR_QK0_ISSUED = 5, BAR_WG0 = 6, BAR_WG1 = 7 };
 
 // MLA_DENSE_WG_MBARRIERS (a racecheck build option; dense suite 11/11 on it): no 128-thread named barriers. A
 //   warpgroup releases a refill group by one mbarrier arrival per warp (warp 0 waits for the four, then
@@ -45,6 +45,25 @@ enum : uint32_t { BAR_CONSUMERS = 1, BAR_SCALE0_READY = 2, BAR_SCALE1_READY = 3,
 //   128-thread barrier did (docs/reliability.md §3).
 #ifndef MLA_DENSE_WG_MBARRIERS
 #define MLA_DENSE_WG_MBARRIERS 0
+#endif
+
+// MLA_DENSE_QK0_FIRST=N (a timing experiment): W1 queues its Q·K1ᵀ only once W0 has queued the first N
+// tiles of Q·K0ᵀ (a new barrier, QK0_ISSUED, arrived by W0 before it waits for tile N). Both Q·Kᵀ are
+// issued at the top of the iteration now and the tensor pipe interleaves them, so W0's softmax starts
+// when both are done and runs with the pipe idle; with W0's first tiles ahead, W0's Q·K0ᵀ ends earlier
+// and its softmax overlaps the tail of W1's. Tiles 0-3 of K0 were refilled mid-iteration, so for N <= 4
+// W1 does not wait on memory through W0 (what sank the first attempt at this order, §3).
+#ifndef MLA_DENSE_QK0_FIRST
+#define MLA_DENSE_QK0_FIRST 0
+#endif
+static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 arrives before waiting for tile N: N in [1, 8]");
+
+// MLA_DENSE_V1R_EARLY (a timing experiment): W1 refills K1's tiles 4-7 as soon as its P1·V1R is done
+// (wgmma_wait<1> behind sP0·V0R), not at the end of the iteration with K0's tiles 4-8; W1's next Q·K1ᵀ
+// reads those tiles in the usual order. (W1_V1R_FIRST, measured in the fifth session, also changed that
+// order, and lost 2 %.)
+#ifndef MLA_DENSE_V1R_EARLY
+#define MLA_DENSE_V1R_EARLY 0
 #endif
 
 // Measured and not kept (H200, one call, docs/dense-decode.md §8): the next pair's 18 tiles prefetched
@@ -83,6 +102,15 @@ __device__ __forceinline__ uint8_t* p_tile(Smem& sm, int stage) { return sm.k[st
 template <typename T>
 __device__ __forceinline__ void compute_s(float (&s)[32], Smem& sm, int stage, uint32_t phase) {
   qk_block<T>(s, ptx::smem_addr(sm.q), ptx::smem_addr(sm.k[stage]), [&](int t) { ptx::mbarrier_wait(&sm.kfull[stage][t], phase); });
+}
+
+// W0's Q·K0ᵀ, arriving on QK0_ISSUED once its first MLA_DENSE_QK0_FIRST tiles are queued.
+template <typename T>
+__device__ __forceinline__ void compute_s0_first(float (&s)[32], Smem& sm, uint32_t phase) {
+  qk_block<T>(s, ptx::smem_addr(sm.q), ptx::smem_addr(sm.k[0]), [&](int t) {
+    if (t == MLA_DENSE_QK0_FIRST) ptx::named_barrier_arrive(BAR_QK0_ISSUED, CONSUMER_THREADS);
+    ptx::mbarrier_wait(&sm.kfull[0][t], phase);
+  });
 }
 
 // Scales scores to the log2 domain and masks tokens at or past each row's limit (-inf). FAST: when no
@@ -240,6 +268,9 @@ __device__ __forceinline__ void load_tiles(const DenseParams& p, Smem& sm, const
 
 // The three refill groups: tiles that become free together, released by the warpgroup that read them last.
 enum : int { REFILL_K0_LEFT = 0, REFILL_K1_LEFT_P = 1, REFILL_RIGHT = 2 };
+// MLA_DENSE_V1R_EARLY only (not with multicast): REFILL_RIGHT in two parts, K1's tiles 4-7 (V1R) and
+// K0's tiles 4-8 (V0R, sP0).
+enum : int { REFILL_K1_RIGHT = 3, REFILL_K0_RIGHT_P = 4 };
 
 // Issues (or, with multicast, releases) refill group g for the pair `next`, called by one whole warp of
 // the releasing warpgroup (warp-uniform, after the warpgroup's named barrier). Without multicast lane 0
@@ -252,7 +283,12 @@ __device__ __forceinline__ void refill(const DenseParams& p, Smem& sm, const Pai
   struct Span { int stage, t0, t1; };
   // Five rows, the last two empty and never used: with three, nvcc orders registers differently in the
   // PTX and ptxas allocates every kernel here differently from the builds that were measured.
+#if MLA_DENSE_V1R_EARLY
+  const Span spans[5][2] = {{{0, 0, 4}, {0, 0, 0}}, {{1, 0, 4}, {1, NUM_TILES - 1, NUM_TILES}}, {{0, 4, NUM_TILES}, {1, 4, NUM_TILES - 1}},
+                            {{1, 4, NUM_TILES - 1}, {1, 0, 0}}, {{0, 4, NUM_TILES}, {0, 0, 0}}};
+#else
   const Span spans[5][2] = {{{0, 0, 4}, {0, 0, 0}}, {{1, 0, 4}, {1, NUM_TILES - 1, NUM_TILES}}, {{0, 4, NUM_TILES}, {1, 4, NUM_TILES - 1}}};
+#endif
   if constexpr (!MC) {
     if (lane == 0) {
 #pragma unroll
@@ -354,7 +390,8 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       const int blk1 = blk0 + 1;
       const Pair next = next_pair(p, meta, {req, blk0, end_blk, {}});
       if (wg == 0) {
-        compute_s<T>(s, sm, 0, phase);
+        if constexpr (MLA_DENSE_QK0_FIRST > 0) compute_s0_first<T>(s, sm, phase);
+        else compute_s<T>(s, sm, 0, phase);
         mask_scale<FAST>(s, p, blk0, lane, limit);
         float scale0[2];
 #pragma unroll
@@ -407,6 +444,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         // W0 was the last to read K1 tiles 0-3 (V1L) and tile 8 (sP1).
         release_and_refill(BAR_WG0, REFILL_K1_LEFT_P, next);
       } else {
+        if constexpr (MLA_DENSE_QK0_FIRST > 0) ptx::named_barrier_sync(BAR_QK0_ISSUED, CONSUMER_THREADS);
         compute_s<T>(s, sm, 1, phase);
         mask_scale<FAST>(s, p, blk1, lane, limit);
         ptx::named_barrier_sync(BAR_SCALE0_READY, CONSUMER_THREADS);
@@ -438,11 +476,19 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         pv_rs<T>(o, p1, sm.k[1], 4);  // O_R += P1·V1R
         ptx::named_barrier_sync(BAR_P0_READY, CONSUMER_THREADS);
         pv_ss<T>(o, p_tile(sm, 0), sm.k[0], 4);  // O_R += sP0·V0R
-        ptx::wgmma_wait<0>();
-        ptx::fence_regs(o);
-        // K0 tiles 4-8 (V0R, sP0) and K1 tiles 4-7 (V1R) are done; W0's Q·K0ᵀ finished before it
-        // published sP0, and W0 refills K1's tile 8 (sP1) once it has read it.
-        release_and_refill(BAR_WG1, REFILL_RIGHT, next);
+        if constexpr (MLA_DENSE_V1R_EARLY && !MC) {
+          ptx::wgmma_wait<1>();  // P1·V1R is done (sP0·V0R may still run): refill V1R now
+          release_and_refill(BAR_WG1, REFILL_K1_RIGHT, next);
+          ptx::wgmma_wait<0>();
+          ptx::fence_regs(o);
+          release_and_refill(BAR_WG1, REFILL_K0_RIGHT_P, next);
+        } else {
+          ptx::wgmma_wait<0>();
+          ptx::fence_regs(o);
+          // K0 tiles 4-8 (V0R, sP0) and K1 tiles 4-7 (V1R) are done; W0's Q·K0ᵀ finished before it
+          // published sP0, and W0 refills K1's tile 8 (sP1) once it has read it.
+          release_and_refill(BAR_WG1, REFILL_RIGHT, next);
+        }
       }
     }
 
