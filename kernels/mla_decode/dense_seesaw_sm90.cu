@@ -47,21 +47,29 @@ enum : uint32_t { BAR_CONSUMERS = 1, BAR_SCALE0_READY = 2, BAR_SCALE1_READY = 3,
 #define MLA_DENSE_WG_MBARRIERS 0
 #endif
 
-// MLA_DENSE_QK0_FIRST=N (a timing experiment): W1 queues its Q·K1ᵀ only once W0 has queued the first N
-// tiles of Q·K0ᵀ (a new barrier, QK0_ISSUED, arrived by W0 before it waits for tile N). Both Q·Kᵀ are
-// issued at the top of the iteration now and the tensor pipe interleaves them, so W0's softmax starts
-// when both are done and runs with the pipe idle; with W0's first tiles ahead, W0's Q·K0ᵀ ends earlier
-// and its softmax overlaps the tail of W1's. Tiles 0-3 of K0 were refilled mid-iteration, so for N <= 4
-// W1 does not wait on memory through W0 (what sank the first attempt at this order, §3).
+// W1 queues its Q·K1ᵀ only once W0 has queued the first MLA_DENSE_QK0_FIRST tiles of Q·K0ᵀ (barrier
+// QK0_ISSUED, arrived by W0 before it waits for that tile; 0 = no such order). Issued together, the two
+// Q·Kᵀ interleave on the tensor pipe and finish together, so W0's softmax ran with the pipe idle; with
+// W0's first tiles ahead, W0's Q·K0ᵀ ends earlier and its softmax overlaps the tail of W1's. K0's tiles
+// 0-3 were refilled mid-iteration, so with N <= 4 W1 does not wait on memory through W0 (what sank the
+// first attempt at this order, docs/dense-decode.md §3). H200, one call: N = 4 dense-compute 529.0 vs
+// 535.1 µs, dense-compute-mtp 1003.5 vs 1027.5, the memory-bound and latency cases unchanged; N = 1
+// 530.7 / 1014.2.
 #ifndef MLA_DENSE_QK0_FIRST
-#define MLA_DENSE_QK0_FIRST 0
+#define MLA_DENSE_QK0_FIRST 4
 #endif
-static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 arrives before waiting for tile N: N in [1, 8]");
+static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 arrives before waiting for tile N: N in [0, 8]");
 
 // MLA_DENSE_V1R_EARLY (a timing experiment): W1 refills K1's tiles 4-7 as soon as its P1·V1R is done
 // (wgmma_wait<1> behind sP0·V0R), not at the end of the iteration with K0's tiles 4-8; W1's next Q·K1ᵀ
 // reads those tiles in the usual order. (W1_V1R_FIRST, measured in the fifth session, also changed that
 // order, and lost 2 %.)
+// MLA_DENSE_W1_MAX_EARLY (a timing experiment): W1 takes its row maxima of S1 before it waits for W0's
+// scales (SCALE0_READY), so only the max with W0's m is left after the barrier. Bit-identical.
+#ifndef MLA_DENSE_W1_MAX_EARLY
+#define MLA_DENSE_W1_MAX_EARLY 0
+#endif
+
 #ifndef MLA_DENSE_V1R_EARLY
 #define MLA_DENSE_V1R_EARLY 0
 #endif
@@ -447,13 +455,15 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         if constexpr (MLA_DENSE_QK0_FIRST > 0) ptx::named_barrier_sync(BAR_QK0_ISSUED, CONSUMER_THREADS);
         compute_s<T>(s, sm, 1, phase);
         mask_scale<FAST>(s, p, blk1, lane, limit);
+        [[maybe_unused]] float mx1[2];
+        if constexpr (MLA_DENSE_W1_MAX_EARLY) mx1[0] = row_max<FAST>(s, 0), mx1[1] = row_max<FAST>(s, 1);
         ptx::named_barrier_sync(BAR_SCALE0_READY, CONSUMER_THREADS);
         float scale01[2];
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int r = 16 * warp_in_wg + lane / 4 + 8 * half;
           const float m0 = sm.m[r], s0 = sm.scale0[r];
-          const float m_new = fmaxf(m0, row_max<FAST>(s, half));
+          const float m_new = fmaxf(m0, MLA_DENSE_W1_MAX_EARLY ? mx1[half] : row_max<FAST>(s, half));
           const float s1 = ptx::exp2_approx(m0 - m_new);
           scale01[half] = s0 * s1;
           l[half] = l[half] * scale01[half] + exponentiate(s, half, m_new);
