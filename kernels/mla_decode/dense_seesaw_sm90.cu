@@ -35,7 +35,7 @@ constexpr int THREADS = CONSUMER_THREADS;
 
 // Named barriers (id 0 is __syncthreads). Each is used once per iteration: one warpgroup arrives, the
 // other waits, so 256 threads complete it.
-enum : uint32_t { BAR_CONSUMERS = 1, BAR_SCALE0_READY = 2, BAR_SCALE1_READY = 3, BAR_P0_READY = 4, BAR_QK0_ISSUED = 5, BAR_WG0 = 6, BAR_WG1 = 7 };
+enum : uint32_t { BAR_CONSUMERS = 1, BAR_SCALE0_READY = 2, BAR_SCALE1_READY = 3, BAR_P0_READY = 4, BAR_WG0 = 6, BAR_WG1 = 7 };
 
 // MLA_DENSE_WG_MBARRIERS (a racecheck build option; dense suite 11/11 on it): no 128-thread named barriers. A
 //   warpgroup releases a refill group by one mbarrier arrival per warp (warp 0 waits for the four, then
@@ -47,14 +47,16 @@ enum : uint32_t { BAR_CONSUMERS = 1, BAR_SCALE0_READY = 2, BAR_SCALE1_READY = 3,
 #define MLA_DENSE_WG_MBARRIERS 0
 #endif
 
-// W1 queues its Q·K1ᵀ only once W0 has queued the first MLA_DENSE_QK0_FIRST tiles of Q·K0ᵀ (barrier
-// QK0_ISSUED, arrived by W0 before it waits for that tile; 0 = no such order). Issued together, the two
-// Q·Kᵀ interleave on the tensor pipe and finish together, so W0's softmax ran with the pipe idle; with
-// W0's first tiles ahead, W0's Q·K0ᵀ ends earlier and its softmax overlaps the tail of W1's. K0's tiles
-// 0-3 were refilled mid-iteration, so with N <= 4 W1 does not wait on memory through W0 (what sank the
-// first attempt at this order, docs/dense-decode.md §3). H200, one call: N = 4 dense-compute 529.0 vs
-// 535.1 µs, dense-compute-mtp 1003.5 vs 1027.5, the memory-bound and latency cases unchanged; N = 1
-// 530.7 / 1014.2.
+// W1 queues its Q·K1ᵀ only once W0 has queued the first MLA_DENSE_QK0_FIRST tiles of Q·K0ᵀ (mbarrier
+// qk0_issued: one arrival per W0 warp before it waits for that tile; 0 = no such order). Issued together,
+// the two Q·Kᵀ interleave on the tensor pipe and finish together, so W0's softmax ran with the pipe idle;
+// with W0's first tiles ahead, W0's Q·K0ᵀ ends earlier and its softmax overlaps the tail of W1's. K0's
+// tiles 0-3 were refilled mid-iteration, so with N <= 4 W1 does not wait on memory through W0 (what sank
+// the first attempt at this order, docs/dense-decode.md §3). H200, one call, with a named barrier for
+// the order: N = 4 dense-compute 529.0 vs 535.1 µs, dense-compute-mtp 1003.5 vs 1027.5, the
+// memory-bound and latency cases unchanged (N = 1: 530.7 / 1014.2; N = 6, 8 no better). An mbarrier
+// because racecheck, which does not model bar.arrive, reported the SCALE1 exchange (16 hazards) once a
+// fifth arrive-ordered named barrier was in the loop.
 #ifndef MLA_DENSE_QK0_FIRST
 #define MLA_DENSE_QK0_FIRST 4
 #endif
@@ -99,6 +101,7 @@ struct __align__(1024) Smem {
   // bar.arrive of the seesaw's other barriers) and is silent with this one, at the same speed (H200:
   // dense-compute 535.2 vs 532.9 µs, dense-mem-h16 300.9 vs 301.9; docs/reliability.md §3).
   uint64_t l_ready;
+  uint64_t qk0_issued;  // one arrival per W0 warp per pair (MLA_DENSE_QK0_FIRST)
 };
 constexpr int SMEM_BYTES = sizeof(Smem) + 1024;
 static_assert(SMEM_BYTES <= 232448, "fits the opt-in shared memory of an H100/H200 SM");
@@ -112,11 +115,11 @@ __device__ __forceinline__ void compute_s(float (&s)[32], Smem& sm, int stage, u
   qk_block<T>(s, ptx::smem_addr(sm.q), ptx::smem_addr(sm.k[stage]), [&](int t) { ptx::mbarrier_wait(&sm.kfull[stage][t], phase); });
 }
 
-// W0's Q·K0ᵀ, arriving on QK0_ISSUED once its first MLA_DENSE_QK0_FIRST tiles are queued.
+// W0's Q·K0ᵀ, each warp arriving on qk0_issued once its first MLA_DENSE_QK0_FIRST tiles are queued.
 template <typename T>
-__device__ __forceinline__ void compute_s0_first(float (&s)[32], Smem& sm, uint32_t phase) {
+__device__ __forceinline__ void compute_s0_first(float (&s)[32], Smem& sm, uint32_t phase, int lane) {
   qk_block<T>(s, ptx::smem_addr(sm.q), ptx::smem_addr(sm.k[0]), [&](int t) {
-    if (t == MLA_DENSE_QK0_FIRST) ptx::named_barrier_arrive(BAR_QK0_ISSUED, CONSUMER_THREADS);
+    if (t == MLA_DENSE_QK0_FIRST && lane == 0) ptx::mbarrier_arrive(&sm.qk0_issued);
     ptx::mbarrier_wait(&sm.kfull[0][t], phase);
   });
 }
@@ -398,7 +401,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       const int blk1 = blk0 + 1;
       const Pair next = next_pair(p, meta, {req, blk0, end_blk, {}});
       if (wg == 0) {
-        if constexpr (MLA_DENSE_QK0_FIRST > 0) compute_s0_first<T>(s, sm, phase);
+        if constexpr (MLA_DENSE_QK0_FIRST > 0) compute_s0_first<T>(s, sm, phase, lane);
         else compute_s<T>(s, sm, 0, phase);
         mask_scale<FAST>(s, p, blk0, lane, limit);
         float scale0[2];
@@ -452,7 +455,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         // W0 was the last to read K1 tiles 0-3 (V1L) and tile 8 (sP1).
         release_and_refill(BAR_WG0, REFILL_K1_LEFT_P, next);
       } else {
-        if constexpr (MLA_DENSE_QK0_FIRST > 0) ptx::named_barrier_sync(BAR_QK0_ISSUED, CONSUMER_THREADS);
+        if constexpr (MLA_DENSE_QK0_FIRST > 0) ptx::mbarrier_wait(&sm.qk0_issued, phase);
         compute_s<T>(s, sm, 1, phase);
         mask_scale<FAST>(s, p, blk1, lane, limit);
         [[maybe_unused]] float mx1[2];
@@ -542,6 +545,7 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
     for (int w = 0; w < 2; ++w) ptx::mbarrier_init(&sm.wg_sync[w], 128);
 #endif
     ptx::mbarrier_init(&sm.l_ready, CONSUMER_THREADS);
+    ptx::mbarrier_init(&sm.qk0_issued, 4);
     ptx::fence_mbarrier_init();
     ptx::prefetch_tensormap(&p.tmap_kv);
     // The first pair of blocks; afterwards each warpgroup refills what it frees.
