@@ -10,7 +10,7 @@
 #   bench-sparse       the sparse cases for each of SPARSE_KERNELS (default: sparse_v2, sparse_v3,
 #                      sparse_crossover_v2, sparse_crossover_v3)
 #   dequant            the exhaustive FP8 dequantization test
-# To time a build variant, build it here into another folder under dist (scripts/buildExperiments.sh, or NVCC_EXTRA_FLAGS=...
+# To time a build variant, build it here into another folder under dist (scripts/buildExperiments.sh, which packs them into dist/e/x.tgz, or NVCC_EXTRA_FLAGS=...
 # FLASHMLA_KERNEL_DIR=dist/kernels-x node scripts/buildKernels.mjs) and run any step with
 # FLASHMLA_KERNEL_DIR=dist/kernels-x set on the call.
 #   variants           test/gpu/variants: kernels written without a GPU (seesaw_mc, sparse producer v2)
@@ -56,6 +56,10 @@ gpu_test() { run "test $1" "$2" node --test --test-concurrency=1 --test-reporter
 # ncu jobs: "kernel-regex:case:bench-kernel ..." (default: one job from NCU_KERNEL, NCU_CASE, NCU_BENCH_KERNEL)
 ncu_jobs=${NCU_JOBS:-"${NCU_KERNEL:-mla_dense_seesaw_fast_bf16}:${NCU_CASE:-dense-compute}:${NCU_BENCH_KERNEL:-dense_seesaw_fast}"}
 dense_cases="dense-compute dense-compute-mtp dense-mem-h16 dense-mem-h64 dense-b1 dense-uneven dense-short-h16"
+# Experiment folders come packed (scripts/buildExperiments.sh): unpack them once, before the first step.
+if [ -f dist/e/x.tgz ] && [ ! -f dist/e/.unpacked ]; then
+  tar xzf dist/e/x.tgz && touch dist/e/.unpacked && echo "unpacked $(tar tzf dist/e/x.tgz | grep -c '/manifest.json$') experiment folders from dist/e/x.tgz"
+fi
 for step in $steps; do
   case $step in
     dense) gpu_test dense 200 dist/test/gpu/mla/denseDecode.test.js ;;
