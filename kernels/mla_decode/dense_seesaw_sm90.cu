@@ -56,7 +56,7 @@ enum : uint32_t { BAR_CONSUMERS = 1, BAR_SCALE0_READY = 2, BAR_SCALE1_READY = 3,
 // the order: N = 4 dense-compute 529.0 vs 535.1 µs, dense-compute-mtp 1003.5 vs 1027.5, the
 // memory-bound and latency cases unchanged (N = 1: 530.7 / 1014.2; N = 6, 8 no better). An mbarrier
 // because racecheck, which does not model bar.arrive, reported the SCALE1 exchange (16 hazards) once a
-// fifth arrive-ordered named barrier was in the loop.
+// fourth arrive-ordered named barrier was in the loop.
 #ifndef MLA_DENSE_QK0_FIRST
 #define MLA_DENSE_QK0_FIRST 4
 #endif
