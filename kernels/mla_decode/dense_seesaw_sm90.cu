@@ -66,19 +66,14 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 // (wgmma_wait<1> behind sP0·V0R), not at the end of the iteration with K0's tiles 4-8; W1's next Q·K1ᵀ
 // reads those tiles in the usual order. (W1_V1R_FIRST, measured in the fifth session, also changed that
 // order, and lost 2 %.)
-// MLA_DENSE_W1_MAX_EARLY (a timing experiment): W1 takes its row maxima of S1 before it waits for W0's
-// scales (SCALE0_READY), so only the max with W0's m is left after the barrier. Bit-identical.
-#ifndef MLA_DENSE_W1_MAX_EARLY
-#define MLA_DENSE_W1_MAX_EARLY 0
-#endif
-
 #ifndef MLA_DENSE_V1R_EARLY
 #define MLA_DENSE_V1R_EARLY 0
 #endif
 
-// Measured and not kept (H200, one call, docs/dense-decode.md §8): the next pair's 18 tiles prefetched
-// into L2 (cp.async.bulk.prefetch.tensor) after W0's Q·K0ᵀ or at the top of the iteration, and the K
-// tiles loaded with L2::evict_normal: all slower, the memory-bound cases by 14-24 %.
+// Measured and not kept (H200, one call each, docs/dense-decode.md §8): the next pair's 18 tiles
+// prefetched into L2 (cp.async.bulk.prefetch.tensor) after W0's Q·K0ᵀ or at the top of the iteration,
+// and the K tiles loaded with L2::evict_normal: all slower, the memory-bound cases by 14-24 %; W1 taking
+// its row maxima before it waits for W0's scales: no faster (546.2 vs 545.7 µs).
 
 struct __align__(1024) Smem {
   uint8_t q[QK_BYTES];
@@ -458,15 +453,13 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         if constexpr (MLA_DENSE_QK0_FIRST > 0) ptx::mbarrier_wait(&sm.qk0_issued, phase);
         compute_s<T>(s, sm, 1, phase);
         mask_scale<FAST>(s, p, blk1, lane, limit);
-        [[maybe_unused]] float mx1[2];
-        if constexpr (MLA_DENSE_W1_MAX_EARLY) mx1[0] = row_max<FAST>(s, 0), mx1[1] = row_max<FAST>(s, 1);
         ptx::named_barrier_sync(BAR_SCALE0_READY, CONSUMER_THREADS);
         float scale01[2];
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const int r = 16 * warp_in_wg + lane / 4 + 8 * half;
           const float m0 = sm.m[r], s0 = sm.scale0[r];
-          const float m_new = fmaxf(m0, MLA_DENSE_W1_MAX_EARLY ? mx1[half] : row_max<FAST>(s, half));
+          const float m_new = fmaxf(m0, row_max<FAST>(s, half));
           const float s1 = ptx::exp2_approx(m0 - m_new);
           scale01[half] = s0 * s1;
           l[half] = l[half] * scale01[half] + exponentiate(s, half, m_new);
