@@ -18,11 +18,6 @@ export interface BenchKernel {
   crossover?: boolean | "h128";
   /** Sparse kernels: the kernel that differs from this one only by crossover (for the measured crossover gain). */
   crossoverPartner?: string;
-  /**
-   * Sparse kernels whose crossover gain is measured on another pair (a kernel without a crossover
-   * form of its own): the kernel whose partner the benchmark times instead.
-   */
-  crossoverGainVia?: string;
   run(args: FlashMlaWithKvcacheArgs): FlashMlaResult;
 }
 

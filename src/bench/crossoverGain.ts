@@ -13,8 +13,6 @@ export interface CrossoverGain {
   plainUs: number;
   crossoverUs: number;
   gain: number;
-  /** When the gain was measured on another pair (a kernel without a crossover form of its own): the timed kernel and its time. */
-  via?: { kernel: string; us: number };
 }
 
 /** The kernel that differs from `kernel` only by crossover, when there is one (sparse kernels with a partner). */
@@ -22,21 +20,9 @@ export function crossoverPartner(kernel: BenchKernel): BenchKernel | undefined {
   return kernel.crossoverPartner === undefined ? undefined : BENCH_KERNELS[kernel.crossoverPartner];
 }
 
-/**
- * The kernels to time besides `kernel` to measure the crossover gain: its partner, or, for a kernel with
- * crossoverGainVia, the kernel it names there and that one's partner.
- */
-export function crossoverGainKernels(kernel: BenchKernel): BenchKernel[] {
-  const partner = crossoverPartner(kernel);
-  if (partner !== undefined) return [partner];
-  const via = kernel.crossoverGainVia === undefined ? undefined : BENCH_KERNELS[kernel.crossoverGainVia];
-  const viaPartner = via === undefined ? undefined : crossoverPartner(via);
-  return via !== undefined && viaPartner !== undefined ? [via, viaPartner] : [];
-}
-
-/** Whether a run of `result` should be followed by its crossover-gain runs: an h_q = 128 sparse case that ran ok. */
+/** Whether a run of `result` should be followed by a run of its crossover partner: an h_q = 128 sparse case that ran ok. */
 export function wantsCrossoverGain(result: BenchCaseResult, kernel: BenchKernel): boolean {
-  return result.kind === "sparse" && result.status === "ok" && result.shape.h_q === 128 && crossoverGainKernels(kernel).length > 0;
+  return result.kind === "sparse" && result.status === "ok" && result.shape.h_q === 128 && crossoverPartner(kernel) !== undefined;
 }
 
 /**
@@ -59,19 +45,8 @@ export function crossoverGain(a: BenchCaseResult, b: BenchCaseResult): Crossover
   };
 }
 
-/**
- * The gain measured on the pair `a`, `b` (crossoverGain), recorded beside the timed kernel's own result
- * when that kernel is neither of them (a kernel without a crossover form).
- */
-export function crossoverGainVia(timed: BenchCaseResult, a: BenchCaseResult, b: BenchCaseResult): CrossoverGain | undefined {
-  const g = crossoverGain(a, b);
-  if (g === undefined || timed.timeUs === undefined) return undefined;
-  return { ...g, via: { kernel: timed.kernel, us: timed.timeUs.median } };
-}
-
 /** One line for the table's footer: "crossover gain at sparse-v32: 0.92× (sparse_v2 489.9 µs, sparse_crossover_v2 529.9 µs)". */
 export function crossoverGainText(g: CrossoverGain): string {
   const pair = `${g.plainKernel} ${g.plainUs.toFixed(1)} µs, ${g.crossoverKernel} ${g.crossoverUs.toFixed(1)} µs`;
-  const via = g.via === undefined ? "" : `; ${g.via.kernel}, the kernel timed: ${g.via.us.toFixed(1)} µs`;
-  return `crossover gain at ${g.case}: ${g.gain.toFixed(2)}× (${pair}${via})`;
+  return `crossover gain at ${g.case}: ${g.gain.toFixed(2)}× (${pair})`;
 }

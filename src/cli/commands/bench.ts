@@ -15,7 +15,7 @@ import { HEADLINE_CASES } from "../../bench/headlineCases.js";
 import { probeGpu, type GpuProbe } from "../../bench/probeGpu.js";
 import { resolveCeilings } from "../../bench/resolveCeilings.js";
 import { runBenchCase, type BenchCaseResult } from "../../bench/runBenchCase.js";
-import { crossoverGain, crossoverGainKernels, crossoverGainText, crossoverGainVia, wantsCrossoverGain, type CrossoverGain } from "../../bench/crossoverGain.js";
+import { crossoverGain, crossoverGainText, crossoverPartner, wantsCrossoverGain, type CrossoverGain } from "../../bench/crossoverGain.js";
 import { gpuSpecFromName, type Ceiling } from "../../roofline/gpus.js";
 import { ridgePoint } from "../../roofline/roofline.js";
 import type { Device } from "../../runtime/Device.js";
@@ -188,18 +188,15 @@ export function runBench(req: BenchRequest, device: Device, io: CliIo, deps: Gpu
       results.push(r);
     }
     // Issue 5 asks for the measured gain of crossover beside the cycle budget: each h_q = 128 sparse case
-    // is timed again with the same producer and the other crossover setting (and checked like any case).
-    // A kernel without a crossover form (v3) is followed by the v2 pair instead; its own time is quoted beside.
+    // is timed again with its crossover partner (same producer, the other setting; checked like any case).
     for (const [i, r] of results.entries()) {
       const kernel = req.kernel ?? defaultBenchKernel(req.cases[i].kind);
-      if (!wantsCrossoverGain(r, kernel)) continue;
-      const others = crossoverGainKernels(kernel).map((k) => {
-        progress.start(perCase, `${r.case}: ${k.name} (crossover gain)`);
-        const other = runBenchCase(req.cases[i], { kernel: k, device, stream, roofs: reference, iters: req.iters, seed: req.seed, onIteration: () => progress.tick() });
-        partners.push(other);
-        return other;
-      });
-      const gain = others.length === 1 ? crossoverGain(r, others[0]) : crossoverGainVia(r, others[0], others[1]);
+      const partner = crossoverPartner(kernel);
+      if (partner === undefined || !wantsCrossoverGain(r, kernel)) continue;
+      progress.start(perCase, `${r.case}: ${partner.name} (crossover gain)`);
+      const other = runBenchCase(req.cases[i], { kernel: partner, device, stream, roofs: reference, iters: req.iters, seed: req.seed, onIteration: () => progress.tick() });
+      partners.push(other);
+      const gain = crossoverGain(r, other);
       if (gain !== undefined) gains.push(gain);
     }
     progress.stop();

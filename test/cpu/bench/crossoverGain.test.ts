@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { benchCycleBudget } from "../../../src/bench/benchCycleBudget.js";
 import { BENCH_KERNELS } from "../../../src/bench/benchKernels.js";
-import { crossoverGain, crossoverGainKernels, crossoverGainText, crossoverGainVia, crossoverPartner, wantsCrossoverGain } from "../../../src/bench/crossoverGain.js";
+import { crossoverGain, crossoverGainText, crossoverPartner, wantsCrossoverGain } from "../../../src/bench/crossoverGain.js";
 import { SPARSE_DEFAULT } from "../../../src/mla/flashMlaWithKvcache.js";
 import { ROOFS, timedResult } from "./fakeBenchResults.js";
 
@@ -24,23 +24,13 @@ test("crossoverPartner() pairs each sparse kernel with the same producer and the
   assert.equal(crossoverPartner(BENCH_KERNELS.dense_seesaw_fast), undefined);
 });
 
-test("crossoverGainKernels(): the partner; nothing for dense", () => {
-  const names = (k: keyof typeof BENCH_KERNELS) => crossoverGainKernels(BENCH_KERNELS[k]).map((x) => x.name);
+test("crossoverPartner() is what the bench times beside a kernel for the gain: nothing for dense", () => {
+  const names = (k: keyof typeof BENCH_KERNELS) => [crossoverPartner(BENCH_KERNELS[k])].filter((x) => x !== undefined).map((x) => x.name);
   assert.deepEqual(names("sparse_v2"), ["sparse_crossover_v2"]);
   assert.deepEqual(names("sparse_crossover"), ["sparse_v1"]);
   assert.deepEqual(names("sparse_v3"), ["sparse_crossover_v3"]);
   assert.deepEqual(names("sparse"), ["sparse_v3"]);
   assert.deepEqual(names("dense_seesaw_fast"), []);
-});
-
-test("crossoverGainVia() quotes the pair's gain and the timed kernel's own time", () => {
-  const v3 = sparseResult("sparse-v32", 443.5, "sparse_v3", false);
-  const g = crossoverGainVia(v3, sparseResult("sparse-v32", 482.4, "sparse_v2", false), sparseResult("sparse-v32", 540.1, "sparse_crossover_v2", true))!;
-  assert.equal(g.plainKernel, "sparse_v2");
-  assert.deepEqual(g.via, { kernel: "sparse_v3", us: 443.5 });
-  assert.equal(crossoverGainText(g), "crossover gain at sparse-v32: 0.89× (sparse_v2 482.4 µs, sparse_crossover_v2 540.1 µs; sparse_v3, the kernel timed: 443.5 µs)");
-  const { timeUs: _t, ...untimed } = v3;
-  assert.equal(crossoverGainVia(untimed, sparseResult("sparse-v32", 482.4, "sparse_v2", false), sparseResult("sparse-v32", 540.1, "sparse_crossover_v2", true)), undefined);
 });
 
 test("wantsCrossoverGain() only for sparse h_q = 128 cases that ran ok with a kernel that has crossover-gain runs", () => {
