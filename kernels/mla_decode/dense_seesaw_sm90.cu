@@ -104,18 +104,14 @@ static_assert(SMEM_BYTES <= 232448, "fits the opt-in shared memory of an H100/H2
 // The P tile of block `stage` lives in that block's RoPE tile (see Smem).
 __device__ __forceinline__ uint8_t* p_tile(Smem& sm, int stage) { return sm.k[stage] + (NUM_TILES - 1) * TILE_BYTES; }
 
-// S = Q·Kᵀ for one 64-token block, waiting on each tile's barrier just before its four k-steps.
+// S = Q·Kᵀ for one 64-token block, waiting on each tile's barrier just before its four k-steps. With
+// `arrive_before` < NUM_TILES (W0, MLA_DENSE_QK0_FIRST), each warp's lane 0 arrives on qk0_issued once
+// the tiles before that one are queued.
 template <typename T>
-__device__ __forceinline__ void compute_s(float (&s)[32], Smem& sm, int stage, uint32_t phase) {
-  qk_block<T>(s, ptx::smem_addr(sm.q), ptx::smem_addr(sm.k[stage]), [&](int t) { ptx::mbarrier_wait(&sm.kfull[stage][t], phase); });
-}
-
-// W0's Q·K0ᵀ, each warp arriving on qk0_issued once its first MLA_DENSE_QK0_FIRST tiles are queued.
-template <typename T>
-__device__ __forceinline__ void compute_s0_first(float (&s)[32], Smem& sm, uint32_t phase, int lane) {
-  qk_block<T>(s, ptx::smem_addr(sm.q), ptx::smem_addr(sm.k[0]), [&](int t) {
-    if (t == MLA_DENSE_QK0_FIRST && lane == 0) ptx::mbarrier_arrive(&sm.qk0_issued);
-    ptx::mbarrier_wait(&sm.kfull[0][t], phase);
+__device__ __forceinline__ void compute_s(float (&s)[32], Smem& sm, int stage, uint32_t phase, int lane = 0, int arrive_before = NUM_TILES) {
+  qk_block<T>(s, ptx::smem_addr(sm.q), ptx::smem_addr(sm.k[stage]), [&](int t) {
+    if (t == arrive_before && lane == 0) ptx::mbarrier_arrive(&sm.qk0_issued);
+    ptx::mbarrier_wait(&sm.kfull[stage][t], phase);
   });
 }
 
@@ -287,14 +283,11 @@ enum : int { REFILL_K1_RIGHT = 3, REFILL_K0_RIGHT_P = 4 };
 template <bool MC>
 __device__ __forceinline__ void refill(const DenseParams& p, Smem& sm, const Pair& next, int g, int hk, uint64_t policy, uint32_t& empty_phase, int lane) {
   struct Span { int stage, t0, t1; };
-  // Five rows, the last two empty and never used: with three, nvcc orders registers differently in the
-  // PTX and ptxas allocates every kernel here differently from the builds that were measured.
-#if MLA_DENSE_V1R_EARLY
+  // Rows 3-4 (REFILL_RIGHT in two parts) are used only by MLA_DENSE_V1R_EARLY. Keep five rows: with
+  // three, nvcc orders registers differently in the PTX and ptxas allocates every kernel here differently
+  // from the builds that were measured.
   const Span spans[5][2] = {{{0, 0, 4}, {0, 0, 0}}, {{1, 0, 4}, {1, NUM_TILES - 1, NUM_TILES}}, {{0, 4, NUM_TILES}, {1, 4, NUM_TILES - 1}},
                             {{1, 4, NUM_TILES - 1}, {1, 0, 0}}, {{0, 4, NUM_TILES}, {0, 0, 0}}};
-#else
-  const Span spans[5][2] = {{{0, 0, 4}, {0, 0, 0}}, {{1, 0, 4}, {1, NUM_TILES - 1, NUM_TILES}}, {{0, 4, NUM_TILES}, {1, 4, NUM_TILES - 1}}};
-#endif
   if constexpr (!MC) {
     if (lane == 0) {
 #pragma unroll
@@ -396,8 +389,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       const int blk1 = blk0 + 1;
       const Pair next = next_pair(p, meta, {req, blk0, end_blk, {}});
       if (wg == 0) {
-        if constexpr (MLA_DENSE_QK0_FIRST > 0) compute_s0_first<T>(s, sm, phase, lane);
-        else compute_s<T>(s, sm, 0, phase);
+        compute_s<T>(s, sm, 0, phase, lane, MLA_DENSE_QK0_FIRST > 0 ? MLA_DENSE_QK0_FIRST : NUM_TILES);
         mask_scale<FAST>(s, p, blk0, lane, limit);
         float scale0[2];
 #pragma unroll
