@@ -97,6 +97,7 @@ struct __align__(1024) Smem {
   // dense-compute 535.2 vs 532.9 µs, dense-mem-h16 300.9 vs 301.9; docs/reliability.md §3).
   uint64_t l_ready;
   uint64_t qk0_issued;  // one arrival per W0 warp per pair (MLA_DENSE_QK0_FIRST)
+  uint64_t pv0r_issued;  // seesaw_pipe: one arrival per W1 warp per pair once it queued sP0·V0R
 };
 constexpr int SMEM_BYTES = sizeof(Smem) + 1024;
 static_assert(SMEM_BYTES <= 232448, "fits the opt-in shared memory of an H100/H200 SM");
@@ -113,6 +114,67 @@ __device__ __forceinline__ void compute_s(float (&s)[32], Smem& sm, int stage, u
     if (t == arrive_before && lane == 0) ptx::mbarrier_arrive(&sm.qk0_issued);
     ptx::mbarrier_wait(&sm.kfull[stage][t], phase);
   });
+}
+
+// Step 2 for W0: the running max m with S0's row maxima, s0 = 2^(m_old - m0), P0 = 2^(S0 - m0) in s; m0
+// and s0 published for W1.
+template <bool FAST>
+__device__ __forceinline__ void softmax_w0(float (&s)[32], float (&m)[2], float (&l)[2], float (&scale0)[2], Smem& sm, int warp_in_wg, int lane) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = 16 * warp_in_wg + lane / 4 + 8 * half;
+    const float m_old = m[half];  // == sm.m[r], written by W1 last iteration
+    const float m_new = fmaxf(m_old, row_max<FAST>(s, half));
+    scale0[half] = ptx::exp2_approx(m_old - m_new);
+    l[half] = l[half] * scale0[half] + exponentiate(s, half, m_new);
+    m[half] = m_new;
+    if (lane % 4 == 0) sm.m[r] = m_new, sm.scale0[r] = scale0[half];
+  }
+}
+
+// Step 2 for W1 (after W0 published m0, s0): m1 = max(m0, rowmax S1), s1 = 2^(m0 - m1), P1 = 2^(S1 - m1)
+// in s; scale01 = s0·s1 for O_R; m1 and s1 published for W0.
+template <bool FAST>
+__device__ __forceinline__ void softmax_w1(float (&s)[32], float (&m)[2], float (&l)[2], float (&scale01)[2], Smem& sm, int warp_in_wg, int lane) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = 16 * warp_in_wg + lane / 4 + 8 * half;
+    const float m0 = sm.m[r], s0 = sm.scale0[r];
+    const float m_new = fmaxf(m0, row_max<FAST>(s, half));
+    const float s1 = ptx::exp2_approx(m0 - m_new);
+    scale01[half] = s0 * s1;
+    l[half] = l[half] * scale01[half] + exponentiate(s, half, m_new);
+    m[half] = m_new;
+    __syncwarp();  // the warp's four readers of sm.m[r] (above) read before lane 0 overwrites it
+    if (lane % 4 == 0) sm.m[r] = m_new, sm.scale1[r] = s1;
+  }
+}
+
+// Step 4 for W0 (after W1 published s1): its sum and max follow W1's.
+__device__ __forceinline__ void take_scale1(float (&m)[2], float (&l)[2], float (&scale1)[2], const Smem& sm, int warp_in_wg, int lane) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = 16 * warp_in_wg + lane / 4 + 8 * half;
+    scale1[half] = sm.scale1[r];
+    m[half] = sm.m[r];
+    l[half] *= scale1[half];
+  }
+}
+
+// seesaw_pipe: queues S (+)= Q·Kᵀ over `count` tiles of block `stage` from tile `first` on, wrapping
+// from tile 8 to tile 0, each once its TMA load (parity `phase`) has landed, as one commit group that
+// is not waited for here. `starts`: the first of them overwrites S.
+template <typename T>
+__device__ __forceinline__ void qk_issue(float (&s)[32], Smem& sm, int stage, uint32_t phase, int first, int count, bool starts) {
+  const uint32_t q = ptx::smem_addr(sm.q), k = ptx::smem_addr(sm.k[stage]);
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int i = 0; i < count; ++i) {
+    const int t = (first + i) % NUM_TILES;
+    ptx::mbarrier_wait(&sm.kfull[stage][t], phase);
+    qk_tile<T>(s, q, k, t, starts && i == 0);
+  }
+  ptx::wgmma_commit();
 }
 
 // Scales scores to the log2 domain and masks tokens at or past each row's limit (-inf). FAST: when no
@@ -319,7 +381,12 @@ __device__ __forceinline__ void refill(const DenseParams& p, Smem& sm, const Pai
   }
 }
 
-template <typename T, bool FAST, bool MC>
+template <bool B>
+struct Flag {
+  static constexpr bool value = B;
+};
+
+template <typename T, bool FAST, bool MC, bool PIPE>
 __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const SchedMeta& meta, int m_block, int hk) {
   // wg comes from a shuffle so ptxas can see it is warp-uniform: with a plain threadIdx.x / 128 it treats
   // the W0/W1 branches as divergent, injects warpgroup.arrive there and serializes every wgmma (C7520),
@@ -385,109 +452,187 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     // sP1 (550.7), W0 refilling K0 tiles 0-3 after SCALE1 (547.4, but dense-mem-h64 325.3 vs 322.0), W1
     // refilling V1R first and reading K1's tiles 4-7 first (560.8), W0 queuing the next pair's Q·K0ᵀ
     // behind P1·V1L (556.0; dense-compute-mtp 1046.9 vs 1054.2).
-    for (int blk0 = start_blk; blk0 < end_blk; blk0 += 2, phase ^= 1) {
-      const int blk1 = blk0 + 1;
-      const Pair next = next_pair(p, meta, {req, blk0, end_blk, {}});
-      if (wg == 0) {
-        compute_s<T>(s, sm, 0, phase, lane, MLA_DENSE_QK0_FIRST > 0 ? MLA_DENSE_QK0_FIRST : NUM_TILES);
-        mask_scale<FAST>(s, p, blk0, lane, limit);
-        float scale0[2];
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int r = 16 * warp_in_wg + lane / 4 + 8 * half;
-          const float m_old = m[half];  // == sm.m[r], written by W1 last iteration
-          const float m_new = fmaxf(m_old, row_max<FAST>(s, half));
-          scale0[half] = ptx::exp2_approx(m_old - m_new);
-          l[half] = l[half] * scale0[half] + exponentiate(s, half, m_new);
-          m[half] = m_new;
-          if (lane % 4 == 0) sm.m[r] = m_new, sm.scale0[r] = scale0[half];
-        }
-        ptx::named_barrier_arrive(BAR_SCALE0_READY, CONSUMER_THREADS);
-        rescale_o<FAST>(o, scale0);
-        if (seqlen - blk0 * BLOCK_N < BLOCK_N) {
-          zero_tail_rows(sm.k[0], 0, max(seqlen - blk0 * BLOCK_N, 0), t128);
-          ptx::fence_proxy_async_smem();
-          wg_sync(BAR_WG0);
-        }
-        uint32_t p0[4][4];
-        pack_p<T>(p0, s);
-        pv_rs<T>(o, p0, sm.k[0], 0);  // O_L += P0·V0L
+    if constexpr (PIPE) {
+      // One pair; LAST: the request's last, after which nothing is queued (the next request needs its own
+      // Q first). The last pair is its own copy of the body, not a branch: with the next Q·Kᵀ queued
+      // under a runtime condition, ptxas could not tell whether S was in flight where the paths meet
+      // and serialized every wgmma (C7515).
+      auto pipe_pair = [&](int blk0, auto last) {
+        constexpr bool LAST = decltype(last)::value;
+        const int blk1 = blk0 + 1;
+        const Pair next = next_pair(p, meta, {req, blk0, end_blk, {}});
+        // seesaw_pipe (docs/dense-decode.md §9): the seesaw steps of seesaw_fast, with the loop rotated so
+        // the tensor pipe does not drain between a warpgroup's last P·V and its next Q·Kᵀ:
+        //  - S of this pair was queued at the end of the previous iteration (or above); wait for it here;
+        //  - W1 queues sP0·V0R, then says so (pv0r_issued): W0 queues sP1·V1L behind it, so W1's P·V
+        //    finish first and W1 refills K1's tiles 4-7 (after P1·V1R) and K0's 4-8 (after sP0·V0R) early;
+        //  - W0 queues the next pair's Q·K0ᵀ tiles 0-3 (refilled mid-iteration) right behind sP1·V1L,
+        //    retires only sP1·V1L, refills K1's tiles 0-3 and 8, then queues tiles 4-8;
+        //  - W1 queues the next Q·K1ᵀ starting with the tiles it refilled itself: 4-8, then 0-3.
         ptx::wgmma_wait<0>();
-        ptx::fence_regs(o);
-        // K0 tiles 0-3 are no longer read by anyone: refill them with the next pair's first block.
-        release_and_refill(BAR_WG0, REFILL_K0_LEFT, next);
-
-        ptx::named_barrier_sync(BAR_SCALE1_READY, CONSUMER_THREADS);
-        float scale1[2];
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int r = 16 * warp_in_wg + lane / 4 + 8 * half;
-          scale1[half] = sm.scale1[r];
-          m[half] = sm.m[r];
-          l[half] *= scale1[half];
-        }
-        scale_p<T, FAST>(p0, scale1);
-        store_p(p_tile(sm, 0), p0, warp_in_wg, lane);
-        ptx::fence_proxy_async_smem();
-        ptx::named_barrier_arrive(BAR_P0_READY, CONSUMER_THREADS);
-        rescale_o<FAST>(o, scale1);
-        if (seqlen - blk1 * BLOCK_N < BLOCK_N) {  // W1's Q·K1ᵀ is done: it published s1 after it
-          zero_tail_rows(sm.k[1], 0, max(seqlen - blk1 * BLOCK_N, 0), t128);
+        ptx::fence_regs(s);
+        if (wg == 0) {
+          mask_scale<FAST>(s, p, blk0, lane, limit);
+          float scale0[2];
+          softmax_w0<FAST>(s, m, l, scale0, sm, warp_in_wg, lane);
+          ptx::named_barrier_arrive(BAR_SCALE0_READY, CONSUMER_THREADS);
+          rescale_o<FAST>(o, scale0);
+          if (seqlen - blk0 * BLOCK_N < BLOCK_N) {
+            zero_tail_rows(sm.k[0], 0, max(seqlen - blk0 * BLOCK_N, 0), t128);
+            ptx::fence_proxy_async_smem();
+            wg_sync(BAR_WG0);
+          }
+          uint32_t p0[4][4];
+          pack_p<T>(p0, s);
+          pv_rs<T>(o, p0, sm.k[0], 0);  // O_L += P0·V0L
+          ptx::wgmma_wait<0>();
+          ptx::fence_regs(o);
+          release_and_refill(BAR_WG0, REFILL_K0_LEFT, next);
+          ptx::named_barrier_sync(BAR_SCALE1_READY, CONSUMER_THREADS);
+          float scale1[2];
+          take_scale1(m, l, scale1, sm, warp_in_wg, lane);
+          scale_p<T, FAST>(p0, scale1);
+          store_p(p_tile(sm, 0), p0, warp_in_wg, lane);
           ptx::fence_proxy_async_smem();
-          wg_sync(BAR_WG0);
-        }
-        pv_ss<T>(o, p_tile(sm, 1), sm.k[1], 0);  // O_L += sP1·V1L
-        ptx::wgmma_wait<0>();
-        ptx::fence_regs(o);
-        // W0 was the last to read K1 tiles 0-3 (V1L) and tile 8 (sP1).
-        release_and_refill(BAR_WG0, REFILL_K1_LEFT_P, next);
-      } else {
-        if constexpr (MLA_DENSE_QK0_FIRST > 0) ptx::mbarrier_wait(&sm.qk0_issued, phase);
-        compute_s<T>(s, sm, 1, phase);
-        mask_scale<FAST>(s, p, blk1, lane, limit);
-        ptx::named_barrier_sync(BAR_SCALE0_READY, CONSUMER_THREADS);
-        float scale01[2];
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int r = 16 * warp_in_wg + lane / 4 + 8 * half;
-          const float m0 = sm.m[r], s0 = sm.scale0[r];
-          const float m_new = fmaxf(m0, row_max<FAST>(s, half));
-          const float s1 = ptx::exp2_approx(m0 - m_new);
-          scale01[half] = s0 * s1;
-          l[half] = l[half] * scale01[half] + exponentiate(s, half, m_new);
-          m[half] = m_new;
-          __syncwarp();  // the warp's four readers of sm.m[r] (above) read before lane 0 overwrites it
-          if (lane % 4 == 0) sm.m[r] = m_new, sm.scale1[r] = s1;
-        }
-        uint32_t p1[4][4];
-        pack_p<T>(p1, s);
-        store_p(p_tile(sm, 1), p1, warp_in_wg, lane);
-        ptx::fence_proxy_async_smem();
-        ptx::named_barrier_arrive(BAR_SCALE1_READY, CONSUMER_THREADS);
-        rescale_o<FAST>(o, scale01);
-        if (seqlen - blk1 * BLOCK_N < BLOCK_N) {
-          zero_tail_rows(sm.k[1], 4, max(seqlen - blk1 * BLOCK_N, 0), t128);
-          zero_tail_rows(sm.k[0], 4, max(seqlen - blk0 * BLOCK_N, 0), t128);
+          ptx::named_barrier_arrive(BAR_P0_READY, CONSUMER_THREADS);
+          rescale_o<FAST>(o, scale1);
+          if (seqlen - blk1 * BLOCK_N < BLOCK_N) {
+            zero_tail_rows(sm.k[1], 0, max(seqlen - blk1 * BLOCK_N, 0), t128);
+            ptx::fence_proxy_async_smem();
+            wg_sync(BAR_WG0);
+          }
+          ptx::mbarrier_wait(&sm.pv0r_issued, phase);
+          pv_ss<T>(o, p_tile(sm, 1), sm.k[1], 0);  // O_L += sP1·V1L
+          if constexpr (!LAST) {
+            qk_issue<T>(s, sm, 0, phase ^ 1, 0, 4, true);
+            ptx::wgmma_wait<1>();  // sP1·V1L only
+            ptx::fence_regs(o);
+            release_and_refill(BAR_WG0, REFILL_K1_LEFT_P, next);
+            qk_issue<T>(s, sm, 0, phase ^ 1, 4, NUM_TILES - 4, false);
+          } else {
+            ptx::wgmma_wait<0>();
+            ptx::fence_regs(o);
+            release_and_refill(BAR_WG0, REFILL_K1_LEFT_P, next);
+          }
+        } else {
+          mask_scale<FAST>(s, p, blk1, lane, limit);
+          ptx::named_barrier_sync(BAR_SCALE0_READY, CONSUMER_THREADS);
+          float scale01[2];
+          softmax_w1<FAST>(s, m, l, scale01, sm, warp_in_wg, lane);
+          uint32_t p1[4][4];
+          pack_p<T>(p1, s);
+          store_p(p_tile(sm, 1), p1, warp_in_wg, lane);
           ptx::fence_proxy_async_smem();
-          wg_sync(BAR_WG1);
-        }
-        pv_rs<T>(o, p1, sm.k[1], 4);  // O_R += P1·V1R
-        ptx::named_barrier_sync(BAR_P0_READY, CONSUMER_THREADS);
-        pv_ss<T>(o, p_tile(sm, 0), sm.k[0], 4);  // O_R += sP0·V0R
-        if constexpr (MLA_DENSE_V1R_EARLY && !MC) {
-          ptx::wgmma_wait<1>();  // P1·V1R is done (sP0·V0R may still run): refill V1R now
+          ptx::named_barrier_arrive(BAR_SCALE1_READY, CONSUMER_THREADS);
+          rescale_o<FAST>(o, scale01);
+          if (seqlen - blk1 * BLOCK_N < BLOCK_N) {
+            zero_tail_rows(sm.k[1], 4, max(seqlen - blk1 * BLOCK_N, 0), t128);
+            zero_tail_rows(sm.k[0], 4, max(seqlen - blk0 * BLOCK_N, 0), t128);
+            ptx::fence_proxy_async_smem();
+            wg_sync(BAR_WG1);
+          }
+          pv_rs<T>(o, p1, sm.k[1], 4);  // O_R += P1·V1R
+          ptx::named_barrier_sync(BAR_P0_READY, CONSUMER_THREADS);
+          pv_ss<T>(o, p_tile(sm, 0), sm.k[0], 4);  // O_R += sP0·V0R
+          __syncwarp();
+          if (lane == 0) ptx::mbarrier_arrive(&sm.pv0r_issued);
+          ptx::wgmma_wait<1>();  // P1·V1R is done: K1's tiles 4-7 are free
           release_and_refill(BAR_WG1, REFILL_K1_RIGHT, next);
           ptx::wgmma_wait<0>();
           ptx::fence_regs(o);
           release_and_refill(BAR_WG1, REFILL_K0_RIGHT_P, next);
-        } else {
+          if constexpr (!LAST) qk_issue<T>(s, sm, 1, phase ^ 1, 4, NUM_TILES, true);
+        }
+      };
+      if (start_blk < end_blk) {
+        // The first pair's S is queued here; every pair then queues the next one's behind its last P·V.
+        if (wg == 0) qk_issue<T>(s, sm, 0, phase, 0, NUM_TILES, true);
+        else qk_issue<T>(s, sm, 1, phase, 4, NUM_TILES, true);
+        int blk0 = start_blk;
+        for (; blk0 + 2 < end_blk; blk0 += 2, phase ^= 1) pipe_pair(blk0, Flag<false>{});
+        pipe_pair(blk0, Flag<true>{});
+        phase ^= 1;
+      }
+    } else {
+      for (int blk0 = start_blk; blk0 < end_blk; blk0 += 2, phase ^= 1) {
+        const int blk1 = blk0 + 1;
+        const Pair next = next_pair(p, meta, {req, blk0, end_blk, {}});
+        if (wg == 0) {
+          compute_s<T>(s, sm, 0, phase, lane, MLA_DENSE_QK0_FIRST > 0 ? MLA_DENSE_QK0_FIRST : NUM_TILES);
+          mask_scale<FAST>(s, p, blk0, lane, limit);
+          float scale0[2];
+          softmax_w0<FAST>(s, m, l, scale0, sm, warp_in_wg, lane);
+          ptx::named_barrier_arrive(BAR_SCALE0_READY, CONSUMER_THREADS);
+          rescale_o<FAST>(o, scale0);
+          if (seqlen - blk0 * BLOCK_N < BLOCK_N) {
+            zero_tail_rows(sm.k[0], 0, max(seqlen - blk0 * BLOCK_N, 0), t128);
+            ptx::fence_proxy_async_smem();
+            wg_sync(BAR_WG0);
+          }
+          uint32_t p0[4][4];
+          pack_p<T>(p0, s);
+          pv_rs<T>(o, p0, sm.k[0], 0);  // O_L += P0·V0L
           ptx::wgmma_wait<0>();
           ptx::fence_regs(o);
-          // K0 tiles 4-8 (V0R, sP0) and K1 tiles 4-7 (V1R) are done; W0's Q·K0ᵀ finished before it
-          // published sP0, and W0 refills K1's tile 8 (sP1) once it has read it.
-          release_and_refill(BAR_WG1, REFILL_RIGHT, next);
+          // K0 tiles 0-3 are no longer read by anyone: refill them with the next pair's first block.
+          release_and_refill(BAR_WG0, REFILL_K0_LEFT, next);
+
+          ptx::named_barrier_sync(BAR_SCALE1_READY, CONSUMER_THREADS);
+          float scale1[2];
+          take_scale1(m, l, scale1, sm, warp_in_wg, lane);
+          scale_p<T, FAST>(p0, scale1);
+          store_p(p_tile(sm, 0), p0, warp_in_wg, lane);
+          ptx::fence_proxy_async_smem();
+          ptx::named_barrier_arrive(BAR_P0_READY, CONSUMER_THREADS);
+          rescale_o<FAST>(o, scale1);
+          if (seqlen - blk1 * BLOCK_N < BLOCK_N) {  // W1's Q·K1ᵀ is done: it published s1 after it
+            zero_tail_rows(sm.k[1], 0, max(seqlen - blk1 * BLOCK_N, 0), t128);
+            ptx::fence_proxy_async_smem();
+            wg_sync(BAR_WG0);
+          }
+          pv_ss<T>(o, p_tile(sm, 1), sm.k[1], 0);  // O_L += sP1·V1L
+          ptx::wgmma_wait<0>();
+          ptx::fence_regs(o);
+          // W0 was the last to read K1 tiles 0-3 (V1L) and tile 8 (sP1).
+          release_and_refill(BAR_WG0, REFILL_K1_LEFT_P, next);
+        } else {
+          if constexpr (MLA_DENSE_QK0_FIRST > 0) ptx::mbarrier_wait(&sm.qk0_issued, phase);
+          compute_s<T>(s, sm, 1, phase);
+          mask_scale<FAST>(s, p, blk1, lane, limit);
+          ptx::named_barrier_sync(BAR_SCALE0_READY, CONSUMER_THREADS);
+          float scale01[2];
+          softmax_w1<FAST>(s, m, l, scale01, sm, warp_in_wg, lane);
+          uint32_t p1[4][4];
+          pack_p<T>(p1, s);
+          store_p(p_tile(sm, 1), p1, warp_in_wg, lane);
+          ptx::fence_proxy_async_smem();
+          ptx::named_barrier_arrive(BAR_SCALE1_READY, CONSUMER_THREADS);
+          rescale_o<FAST>(o, scale01);
+          if (seqlen - blk1 * BLOCK_N < BLOCK_N) {
+            zero_tail_rows(sm.k[1], 4, max(seqlen - blk1 * BLOCK_N, 0), t128);
+            zero_tail_rows(sm.k[0], 4, max(seqlen - blk0 * BLOCK_N, 0), t128);
+            ptx::fence_proxy_async_smem();
+            wg_sync(BAR_WG1);
+          }
+          pv_rs<T>(o, p1, sm.k[1], 4);  // O_R += P1·V1R
+          ptx::named_barrier_sync(BAR_P0_READY, CONSUMER_THREADS);
+          pv_ss<T>(o, p_tile(sm, 0), sm.k[0], 4);  // O_R += sP0·V0R
+          if constexpr (MLA_DENSE_V1R_EARLY && !MC) {
+            ptx::wgmma_wait<1>();  // P1·V1R is done (sP0·V0R may still run): refill V1R now
+            release_and_refill(BAR_WG1, REFILL_K1_RIGHT, next);
+            ptx::wgmma_wait<0>();
+            ptx::fence_regs(o);
+            release_and_refill(BAR_WG1, REFILL_K0_RIGHT_P, next);
+          } else {
+            ptx::wgmma_wait<0>();
+            ptx::fence_regs(o);
+            // K0 tiles 4-8 (V0R, sP0) and K1 tiles 4-7 (V1R) are done; W0's Q·K0ᵀ finished before it
+            // published sP0, and W0 refills K1's tile 8 (sP1) once it has read it.
+            release_and_refill(BAR_WG1, REFILL_RIGHT, next);
+          }
         }
       }
+
     }
 
     // L = W0's sum + W1's sum (both relative to the final max, which W1 computed last).
@@ -512,7 +657,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
   }
 }
 
-template <typename T, bool FAST, bool MC>
+template <typename T, bool FAST, bool MC, bool PIPE = false>
 __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
   extern __shared__ uint8_t smem_raw[];
   Smem& sm = smem_struct_1024<Smem>(smem_raw);
@@ -531,6 +676,7 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
 #endif
     ptx::mbarrier_init(&sm.l_ready, CONSUMER_THREADS);
     ptx::mbarrier_init(&sm.qk0_issued, 4);
+    if constexpr (PIPE) ptx::mbarrier_init(&sm.pv0r_issued, 4);
     ptx::fence_mbarrier_init();
     ptx::prefetch_tensormap(&p.tmap_kv);
     // The first pair of blocks; afterwards each warpgroup refills what it frees.
@@ -543,7 +689,7 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
   // and neither CTA leaves while the other may still do so.
   if constexpr (MC) ptx::cluster_sync();
   else __syncthreads();
-  consumer<T, FAST, MC>(p, sm, meta, blockIdx.x, blockIdx.y);
+  consumer<T, FAST, MC, PIPE>(p, sm, meta, blockIdx.x, blockIdx.y);
   ptx::pdl_launch_dependents();
   if constexpr (MC) ptx::cluster_sync();
 }
@@ -571,5 +717,14 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_dense_seesaw_mc_bf1
 }
 extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_dense_seesaw_mc_fp16_sm90(const __grid_constant__ mla::DenseParams p) {
   dense_seesaw<ptx::fp16_t, true, true>(p);
+}
+// "seesaw_pipe" (experimental): seesaw_fast with FlashMLA's rotated loop (see consumer, PIPE; docs/dense-
+// decode.md §9). The same arithmetic; W1 sums its Q·K1ᵀ tiles in another order, so S1 (and the output)
+// may differ from seesaw_fast's in the last bit.
+extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_dense_seesaw_pipe_bf16_sm90(const __grid_constant__ mla::DenseParams p) {
+  dense_seesaw<ptx::bf16_t, true, false, true>(p);
+}
+extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_dense_seesaw_pipe_fp16_sm90(const __grid_constant__ mla::DenseParams p) {
+  dense_seesaw<ptx::fp16_t, true, false, true>(p);
 }
 extern "C" __device__ const int mla_dense_seesaw_smem_bytes = SMEM_BYTES;

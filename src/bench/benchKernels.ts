@@ -52,6 +52,12 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
     kinds: ["dense"],
     run: (args: FlashMlaWithKvcacheArgs) => flashMlaWithKvcache({ ...args, kernel: "seesaw_mc" }),
   },
+  dense_seesaw_pipe: {
+    name: "dense_seesaw_pipe",
+    description: "flashMlaWithKvcache, kernel \"seesaw_pipe\": seesaw_fast with FlashMLA's rotated loop (each warpgroup queues its next Q·Kᵀ behind its last P·V; W1's P·V first; P tiles in the RoPE tiles); experimental",
+    kinds: ["dense"],
+    run: (args: FlashMlaWithKvcacheArgs) => flashMlaWithKvcache({ ...args, kernel: "seesaw_pipe" }),
+  },
   dense_v1: {
     name: "dense_v1",
     description: "flashMlaWithKvcache, kernel \"v1\": the first wgmma split-KV kernel, then the combine",

@@ -19,6 +19,8 @@ export interface DecodeKernels {
   /** seesaw_fast with the K tiles multicast to the two m-block CTAs of a (2, 1, 1) cluster. */
   seesawMcBf16: Kernel;
   seesawMcFp16: Kernel;
+  seesawPipeBf16: Kernel;
+  seesawPipeFp16: Kernel;
   seesawSmemBytes: number;
   sparseBf16: Kernel;
   sparseCrossoverBf16: Kernel;
@@ -88,6 +90,8 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
     "mla_dense_seesaw_fast_fp16_sm90",
     "mla_dense_seesaw_mc_bf16_sm90",
     "mla_dense_seesaw_mc_fp16_sm90",
+    "mla_dense_seesaw_pipe_bf16_sm90",
+    "mla_dense_seesaw_pipe_fp16_sm90",
   ]);
   const sp = withSmem(sparse, "mla_sparse_decode_smem_bytes", [
     "mla_sparse_decode_bf16_sm90",
@@ -108,6 +112,8 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
     seesawFastFp16: ss.kernels[3],
     seesawMcBf16: ss.kernels[4],
     seesawMcFp16: ss.kernels[5],
+    seesawPipeBf16: ss.kernels[6],
+    seesawPipeFp16: ss.kernels[7],
     seesawSmemBytes: ss.smemBytes,
     sparseBf16: sp.kernels[0],
     sparseCrossoverBf16: sp.kernels[1],

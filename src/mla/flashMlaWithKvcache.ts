@@ -55,8 +55,10 @@ export interface FlashMlaWithKvcacheArgs {
    * schedule, with warp-uniform fast paths: no masking in full blocks, no rescale by exactly 1; its
    * outputs are bit-identical to "seesaw"), "seesaw" (the same without the fast paths), "seesaw_mc"
    * (seesaw_fast whose two m-block CTAs of a KV head form a cluster and receive each K tile by one TMA
-   * multicast; where the m-block count is odd it runs seesaw_fast; correct on the H200, 27 % slower) or "v1" (the
-   * first tensor-core kernel, kept for comparison). @default "seesaw_fast"
+   * multicast; where the m-block count is odd it runs seesaw_fast; correct on the H200, 27 % slower),
+   * "seesaw_pipe" (seesaw_fast with FlashMLA's rotated loop: each warpgroup queues its next Q·Kᵀ behind
+   * its last P·V; experimental, may differ from seesaw_fast in the last bit) or "v1" (the first
+   * tensor-core kernel, kept for comparison). @default "seesaw_fast"
    */
   kernel?: DenseKernelName;
   /** Preallocated [b, s_q, h_q, 512] output in q's dtype (needed inside CUDA graph capture). */
@@ -65,14 +67,14 @@ export interface FlashMlaWithKvcacheArgs {
   lse?: Tensor;
 }
 
-export type DenseKernelName = "seesaw" | "seesaw_fast" | "seesaw_mc" | "v1";
+export type DenseKernelName = "seesaw" | "seesaw_fast" | "seesaw_mc" | "seesaw_pipe" | "v1";
 /** The dense kernels verified on a GPU (the test suites run each of these). */
 export const DENSE_KERNELS: readonly DenseKernelName[] = ["seesaw", "seesaw_fast", "v1"];
 /**
  * Accepted as well, but experimental: tested in test/gpu/variants/ only (where they were first run), so a
  * fault in one cannot stop the suites of the verified kernels.
  */
-export const EXPERIMENTAL_DENSE_KERNELS: readonly DenseKernelName[] = ["seesaw_mc"];
+export const EXPERIMENTAL_DENSE_KERNELS: readonly DenseKernelName[] = ["seesaw_mc", "seesaw_pipe"];
 
 export interface FlashMlaResult {
   /** [b, s_q, h_q, 512], q's dtype. */
@@ -256,6 +258,9 @@ export function flashMlaWithKvcache(args: FlashMlaWithKvcacheArgs): FlashMlaResu
     // Clusters pair m-blocks (0, 1), (2, 3), ...: same KV head, same part, so the same K tiles.
     const main = q.dtype === "bf16" ? k.seesawMcBf16 : k.seesawMcFp16;
     main.launch({ grid, block: 256, sharedMemBytes: k.seesawSmemBytes, stream, cluster: [2, 1, 1] }, [{ kind: "bytes", value: params }]);
+  } else if (kernel === "seesaw_pipe") {
+    const main = q.dtype === "bf16" ? k.seesawPipeBf16 : k.seesawPipeFp16;
+    main.launch({ grid, block: 256, sharedMemBytes: k.seesawSmemBytes, stream }, [{ kind: "bytes", value: params }]);
   } else if (kernel === "seesaw" || kernel === "seesaw_fast" || kernel === "seesaw_mc") {
     const fast = kernel !== "seesaw";
     const main = q.dtype === "bf16" ? (fast ? k.seesawFastBf16 : k.seesawBf16) : fast ? k.seesawFastFp16 : k.seesawFp16;
