@@ -70,6 +70,17 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 #define MLA_DENSE_V1R_EARLY 0
 #endif
 
+// seesaw_pipe timing experiments (docs/dense-decode.md §10):
+// MLA_PIPE_S0_FIRST: W1 queues its next Q·K1ᵀ only once W0 has queued all of its next Q·K0ᵀ (qk0_issued,
+//   one arrival per W0 warp), so S0 is done first and W0's softmax runs under W1's Q·K1ᵀ.
+// MLA_PIPE_PV0R_FIRST: W0 queues sP1·V1L only once W1 has queued sP0·V0R (pv0r_issued).
+#ifndef MLA_PIPE_S0_FIRST
+#define MLA_PIPE_S0_FIRST 0
+#endif
+#ifndef MLA_PIPE_PV0R_FIRST
+#define MLA_PIPE_PV0R_FIRST 1
+#endif
+
 // Measured and not kept (H200, one call each, docs/dense-decode.md §8): the next pair's 18 tiles
 // prefetched into L2 (cp.async.bulk.prefetch.tensor) after W0's Q·K0ᵀ or at the top of the iteration,
 // and the K tiles loaded with L2::evict_normal: all slower, the memory-bound cases by 14-24 %; W1 taking
@@ -402,6 +413,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
   // mbarriers, each completed once per iteration (group) or per use (sync).
   uint32_t wg_sync_phase = 0;
   uint32_t l_phase = 0;  // parity of sm.l_ready, flips once per request
+  uint32_t qk_phase = 0;  // seesaw_pipe, W1: parity of sm.qk0_issued (MLA_PIPE_S0_FIRST)
   auto wg_sync = [&](uint32_t bar) {
     if constexpr (MLA_DENSE_WG_MBARRIERS) {
       ptx::mbarrier_arrive(&sm.wg_sync[bar - BAR_WG0]);
@@ -501,7 +513,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
             ptx::fence_proxy_async_smem();
             wg_sync(BAR_WG0);
           }
-          ptx::mbarrier_wait(&sm.pv0r_issued, phase);
+          if constexpr (MLA_PIPE_PV0R_FIRST) ptx::mbarrier_wait(&sm.pv0r_issued, phase);
           pv_ss<T>(o, p_tile(sm, 1), sm.k[1], 0);  // O_L += sP1·V1L
           if constexpr (!LAST) {
             qk_issue<T>(s, sm, 0, phase ^ 1, 0, 4, true);
@@ -509,6 +521,10 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
             ptx::fence_regs(o);
             release_and_refill(BAR_WG0, REFILL_K1_LEFT_P, next);
             qk_issue<T>(s, sm, 0, phase ^ 1, 4, NUM_TILES - 4, false);
+            if constexpr (MLA_PIPE_S0_FIRST) {
+              __syncwarp();
+              if (lane == 0) ptx::mbarrier_arrive(&sm.qk0_issued);
+            }
           } else {
             ptx::wgmma_wait<0>();
             ptx::fence_regs(o);
@@ -535,19 +551,30 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           ptx::named_barrier_sync(BAR_P0_READY, CONSUMER_THREADS);
           pv_ss<T>(o, p_tile(sm, 0), sm.k[0], 4);  // O_R += sP0·V0R
           __syncwarp();
-          if (lane == 0) ptx::mbarrier_arrive(&sm.pv0r_issued);
+          if (MLA_PIPE_PV0R_FIRST && lane == 0) ptx::mbarrier_arrive(&sm.pv0r_issued);
           ptx::wgmma_wait<1>();  // P1·V1R is done: K1's tiles 4-7 are free
           release_and_refill(BAR_WG1, REFILL_K1_RIGHT, next);
           ptx::wgmma_wait<0>();
           ptx::fence_regs(o);
           release_and_refill(BAR_WG1, REFILL_K0_RIGHT_P, next);
-          if constexpr (!LAST) qk_issue<T>(s, sm, 1, phase ^ 1, 4, NUM_TILES, true);
+          if constexpr (!LAST) {
+            if constexpr (MLA_PIPE_S0_FIRST) ptx::mbarrier_wait(&sm.qk0_issued, qk_phase), qk_phase ^= 1;
+            qk_issue<T>(s, sm, 1, phase ^ 1, 4, NUM_TILES, true);
+          }
         }
       };
       if (start_blk < end_blk) {
         // The first pair's S is queued here; every pair then queues the next one's behind its last P·V.
-        if (wg == 0) qk_issue<T>(s, sm, 0, phase, 0, NUM_TILES, true);
-        else qk_issue<T>(s, sm, 1, phase, 4, NUM_TILES, true);
+        if (wg == 0) {
+          qk_issue<T>(s, sm, 0, phase, 0, NUM_TILES, true);
+          if constexpr (MLA_PIPE_S0_FIRST) {
+            __syncwarp();
+            if (lane == 0) ptx::mbarrier_arrive(&sm.qk0_issued);
+          }
+        } else {
+          if constexpr (MLA_PIPE_S0_FIRST) ptx::mbarrier_wait(&sm.qk0_issued, qk_phase), qk_phase ^= 1;
+          qk_issue<T>(s, sm, 1, phase, 4, NUM_TILES, true);
+        }
         int blk0 = start_blk;
         for (; blk0 + 2 < end_blk; blk0 += 2, phase ^= 1) pipe_pair(blk0, Flag<false>{});
         pipe_pair(blk0, Flag<true>{});
