@@ -248,7 +248,7 @@ struct fp16_t { static constexpr bool is_fp16 = true; };
 // scale_d = 0 overwrites the accumulator (first K step).
 template <typename T>
 __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int scale_d) {
-#ifdef MLA_ABLATE_MMA  // timing experiment only: no tensor-core work
+#if defined(MLA_ABLATE_MMA) || defined(MLA_ABLATE_QK_MMA)  // timing experiments only: no tensor-core work
   return;
 #endif
   if constexpr (T::is_fp16) {
@@ -297,7 +297,7 @@ __device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[32], const uint32_
 // read MN-major (imm-trans-b = 1): O (+)= P·V where V is the K tile itself (HOPPER-NOTES §1.2).
 template <typename T>
 __device__ __forceinline__ void wgmma_m64n256k16_rs_transb(float (&d)[128], const uint32_t (&a)[4], uint64_t desc_b) {
-#ifdef MLA_ABLATE_MMA  // timing experiment only: no tensor-core work
+#if defined(MLA_ABLATE_MMA) || defined(MLA_ABLATE_PV_MMA)  // timing experiments only: no tensor-core work
   return;
 #endif
 #define FLASHMLA_ACC128_OPS                                                                              \
@@ -334,7 +334,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_rs_transb(float (&d)[128], cons
 // and B read MN-major (imm-trans-b = 1): O += P·V.
 template <typename T>
 __device__ __forceinline__ void wgmma_m64n256k16_ss_transb(float (&d)[128], uint64_t desc_a, uint64_t desc_b) {
-#ifdef MLA_ABLATE_MMA  // timing experiment only: no tensor-core work
+#if defined(MLA_ABLATE_MMA) || defined(MLA_ABLATE_PV_MMA)  // timing experiments only: no tensor-core work
   return;
 #endif
   if constexpr (T::is_fp16) {
@@ -364,7 +364,7 @@ __device__ __forceinline__ void wgmma_m64n256k16_ss_transb(float (&d)[128], uint
 template <typename T, int OFF>
 __device__ __forceinline__ void wgmma_m64n128k16_ss_transb(float (&d)[128], uint64_t desc_a, uint64_t desc_b) {
   static_assert(OFF == 0 || OFF == 64, "the left or the right half of the accumulator");
-#ifdef MLA_ABLATE_MMA  // timing experiment only: no tensor-core work
+#if defined(MLA_ABLATE_MMA) || defined(MLA_ABLATE_PV_MMA)  // timing experiments only: no tensor-core work
   return;
 #endif
   if constexpr (T::is_fp16) {
@@ -386,7 +386,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_ss_transb(float (&d)[128], uint
 template <typename T, int OFF>
 __device__ __forceinline__ void wgmma_m64n128k16_rs_transb(float (&d)[128], const uint32_t (&a)[4], uint64_t desc_b) {
   static_assert(OFF == 0 || OFF == 64, "the left or the right half of the accumulator");
-#ifdef MLA_ABLATE_MMA  // timing experiment only: no tensor-core work
+#if defined(MLA_ABLATE_MMA) || defined(MLA_ABLATE_PV_MMA)  // timing experiments only: no tensor-core work
   return;
 #endif
   if constexpr (T::is_fp16) {

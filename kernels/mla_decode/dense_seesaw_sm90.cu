@@ -134,6 +134,11 @@ __device__ __forceinline__ void softmax_w0(float (&s)[32], float (&m)[2], float 
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int r = 16 * warp_in_wg + lane / 4 + 8 * half;
+#ifdef MLA_ABLATE_SOFTMAX  // timing experiment only: P = S, no max, no exponentials (wrong outputs)
+    scale0[half] = 1.0f;
+    if (lane % 4 == 0) sm.m[r] = m[half], sm.scale0[r] = 1.0f;
+    continue;
+#endif
     const float m_old = m[half];  // == sm.m[r], written by W1 last iteration
     const float m_new = fmaxf(m_old, row_max<FAST>(s, half));
     scale0[half] = ptx::exp2_approx(m_old - m_new);
@@ -150,6 +155,12 @@ __device__ __forceinline__ void softmax_w1(float (&s)[32], float (&m)[2], float 
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int r = 16 * warp_in_wg + lane / 4 + 8 * half;
+#ifdef MLA_ABLATE_SOFTMAX
+    scale01[half] = 1.0f;
+    __syncwarp();
+    if (lane % 4 == 0) sm.scale1[r] = 1.0f;
+    continue;
+#endif
     const float m0 = sm.m[r], s0 = sm.scale0[r];
     const float m_new = fmaxf(m0, row_max<FAST>(s, half));
     const float s1 = ptx::exp2_approx(m0 - m_new);
@@ -192,6 +203,9 @@ __device__ __forceinline__ void qk_issue(float (&s)[32], Smem& sm, int stage, ui
 // row of the warp ends inside this block (the common case), the per-element compare is skipped.
 template <bool FAST>
 __device__ __forceinline__ void mask_scale(float (&s)[32], const DenseParams& p, int blk, int lane, const int (&limit)[2]) {
+#ifdef MLA_ABLATE_SOFTMAX
+  return;
+#endif
   const int tok0 = blk * BLOCK_N + 2 * (lane % 4);
   if constexpr (FAST) {
     if (__all_sync(0xFFFFFFFFu, min(limit[0], limit[1]) >= (blk + 1) * BLOCK_N)) {

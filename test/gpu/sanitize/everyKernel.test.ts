@@ -1,5 +1,5 @@
 import { test } from "node:test";
-import { DENSE_KERNELS, flashMlaWithKvcache } from "../../../src/mla/flashMlaWithKvcache.js";
+import { DENSE_KERNELS, EXPERIMENTAL_DENSE_KERNELS, flashMlaWithKvcache } from "../../../src/mla/flashMlaWithKvcache.js";
 import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
 import { mlaDecodeReference } from "../../../src/mla/mlaDecodeReference.js";
 import { mlaDecodeReferenceGpu } from "../../../src/mla/mlaDecodeReferenceGpu.js";
@@ -23,8 +23,8 @@ import { uploadDenseCase } from "../../helpers/gpuDecodeCase.js";
  * crossover clusters. Each output is checked against the CPU reference, so it is a real test too.
  */
 describeGpu("every kernel on small shapes (the compute-sanitizer suite)", () => {
-  test("dense: every main kernel, bf16 and fp16, split and unsplit requests, against the CPU reference", () => {
-    for (const [i, kernel] of DENSE_KERNELS.entries()) {
+  test("dense: every main kernel (the experimental ones last), bf16 and fp16, split and unsplit requests, against the CPU reference", () => {
+    for (const [i, kernel] of [...DENSE_KERNELS, ...EXPERIMENTAL_DENSE_KERNELS].entries()) {
       for (const dtype of ["bf16", "fp16"] as const) {
         const host = makeDenseCase({ seed: 40 + i, b: 3, s_q: 2, h_q: 16, h_kv: 1, seqlens: [0, 130, 1500], causal: true, dtype, extraBlocks: 2 });
         const c = uploadDenseCase(host);
