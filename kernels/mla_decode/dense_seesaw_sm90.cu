@@ -80,6 +80,20 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 #ifndef MLA_PIPE_PV0R_FIRST
 #define MLA_PIPE_PV0R_FIRST 1
 #endif
+// MLA_PIPE_EARLY_MAX: each warpgroup publishes its new running max and scale (SCALE0, SCALE1) right
+//   after its row maxima, before its exponentials, so the other warpgroup's softmax step starts that
+//   much earlier (same arithmetic). W0 reads sP1 only after pv0r_issued, which W1 arrives on after it
+//   stored sP1, so SCALE1 no longer has to carry sP1.
+#ifndef MLA_PIPE_EARLY_MAX
+#define MLA_PIPE_EARLY_MAX 0
+#endif
+static_assert(!MLA_PIPE_EARLY_MAX || MLA_PIPE_PV0R_FIRST, "EARLY_MAX orders sP1 through pv0r_issued");
+// MLA_PIPE_FFMA (with EARLY_MAX): S is not scaled to the log2 domain in place; the row maxima are scaled
+//   and P = 2^(S·scale_log2 - m) is one fma per element (32 multiplies fewer per block and thread).
+#ifndef MLA_PIPE_FFMA
+#define MLA_PIPE_FFMA 0
+#endif
+static_assert(!MLA_PIPE_FFMA || MLA_PIPE_EARLY_MAX, "FFMA is a form of EARLY_MAX");
 
 // Measured and not kept (H200, one call each, docs/dense-decode.md §8): the next pair's 18 tiles
 // prefetched into L2 (cp.async.bulk.prefetch.tensor) after W0's Q·K0ᵀ or at the top of the iteration,
@@ -199,9 +213,40 @@ __device__ __forceinline__ void qk_issue(float (&s)[32], Smem& sm, int stage, ui
   ptx::wgmma_commit();
 }
 
+// The new running max per row (S's row maxima with m_old) and the factor 2^(m_old - m_new) for what was
+// summed against m_old; then P = 2^(S - m_new) in place with l = l·scale + rowsum(P) (MLA_PIPE_EARLY_MAX).
+// MLA_PIPE_FFMA: S unscaled, `sc` = scale_log2 applied to the maxima and inside the exponent's fma.
+template <bool FAST>
+__device__ __forceinline__ void new_max(const float (&s)[32], const float (&m_old)[2], float (&m_new)[2], float (&scale)[2], float sc) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const float mx = row_max<FAST>(s, half);
+    m_new[half] = fmaxf(m_old[half], MLA_PIPE_FFMA ? mx * sc : mx);
+    scale[half] = ptx::exp2_approx(m_old[half] - m_new[half]);
+  }
+}
+__device__ __forceinline__ void exp_sum(float (&s)[32], float (&l)[2], const float (&m)[2], const float (&scale)[2], float sc) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float sum;
+    if constexpr (MLA_PIPE_FFMA) {
+      sum = 0.0f;
+#pragma unroll
+      for (int i = 2 * half; i < 32; i += 4) {
+        s[i] = ptx::exp2_approx(fmaf(s[i], sc, -m[half]));
+        s[i + 1] = ptx::exp2_approx(fmaf(s[i + 1], sc, -m[half]));
+        sum += s[i] + s[i + 1];
+      }
+    } else {
+      sum = exponentiate(s, half, m[half]);
+    }
+    l[half] = l[half] * scale[half] + sum;
+  }
+}
+
 // Scales scores to the log2 domain and masks tokens at or past each row's limit (-inf). FAST: when no
 // row of the warp ends inside this block (the common case), the per-element compare is skipped.
-template <bool FAST>
+template <bool FAST, bool SCALE = true>
 __device__ __forceinline__ void mask_scale(float (&s)[32], const DenseParams& p, int blk, int lane, const int (&limit)[2]) {
 #ifdef MLA_ABLATE_SOFTMAX
   return;
@@ -210,14 +255,14 @@ __device__ __forceinline__ void mask_scale(float (&s)[32], const DenseParams& p,
   if constexpr (FAST) {
     if (__all_sync(0xFFFFFFFFu, min(limit[0], limit[1]) >= (blk + 1) * BLOCK_N)) {
 #pragma unroll
-      for (int i = 0; i < 32; ++i) s[i] *= p.scale_log2;
+      for (int i = 0; i < 32; ++i) s[i] *= SCALE ? p.scale_log2 : 1.0f;
       return;
     }
   }
 #pragma unroll
   for (int i = 0; i < 32; ++i) {
     const int tok = tok0 + 8 * (i >> 2) + (i & 1);
-    s[i] = tok < limit[(i >> 1) & 1] ? s[i] * p.scale_log2 : MASKED;
+    s[i] = tok < limit[(i >> 1) & 1] ? (SCALE ? s[i] * p.scale_log2 : s[i]) : MASKED;
   }
 }
 
@@ -498,10 +543,23 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         ptx::wgmma_wait<0>();
         ptx::fence_regs(s);
         if (wg == 0) {
-          mask_scale<FAST>(s, p, blk0, lane, limit);
+          mask_scale<FAST, !MLA_PIPE_FFMA>(s, p, blk0, lane, limit);
           float scale0[2];
-          softmax_w0<FAST>(s, m, l, scale0, sm, warp_in_wg, lane);
-          ptx::named_barrier_arrive(BAR_SCALE0_READY, CONSUMER_THREADS);
+          if constexpr (MLA_PIPE_EARLY_MAX) {
+            float m_new[2];
+            new_max<FAST>(s, m, m_new, scale0, p.scale_log2);
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              const int r = 16 * warp_in_wg + lane / 4 + 8 * half;
+              if (lane % 4 == 0) sm.m[r] = m_new[half], sm.scale0[r] = scale0[half];
+              m[half] = m_new[half];
+            }
+            ptx::named_barrier_arrive(BAR_SCALE0_READY, CONSUMER_THREADS);
+            exp_sum(s, l, m, scale0, p.scale_log2);
+          } else {
+            softmax_w0<FAST>(s, m, l, scale0, sm, warp_in_wg, lane);
+            ptx::named_barrier_arrive(BAR_SCALE0_READY, CONSUMER_THREADS);
+          }
           rescale_o<FAST>(o, scale0);
           if (seqlen - blk0 * BLOCK_N < BLOCK_N) {
             zero_tail_rows(sm.k[0], 0, max(seqlen - blk0 * BLOCK_N, 0), t128);
@@ -545,15 +603,38 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
             release_and_refill(BAR_WG0, REFILL_K1_LEFT_P, next);
           }
         } else {
-          mask_scale<FAST>(s, p, blk1, lane, limit);
+          mask_scale<FAST, !MLA_PIPE_FFMA>(s, p, blk1, lane, limit);
           ptx::named_barrier_sync(BAR_SCALE0_READY, CONSUMER_THREADS);
           float scale01[2];
-          softmax_w1<FAST>(s, m, l, scale01, sm, warp_in_wg, lane);
           uint32_t p1[4][4];
-          pack_p<T>(p1, s);
-          store_p(p_tile(sm, 1), p1, warp_in_wg, lane);
-          ptx::fence_proxy_async_smem();
-          ptx::named_barrier_arrive(BAR_SCALE1_READY, CONSUMER_THREADS);
+          if constexpr (MLA_PIPE_EARLY_MAX) {
+            float m0[2], s0[2], m_new[2], s1[2];
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              const int r = 16 * warp_in_wg + lane / 4 + 8 * half;
+              m0[half] = sm.m[r], s0[half] = sm.scale0[r];
+            }
+            new_max<FAST>(s, m0, m_new, s1, p.scale_log2);
+            __syncwarp();  // the warp's readers of sm.m[r] (above) read before lane 0 overwrites it
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              const int r = 16 * warp_in_wg + lane / 4 + 8 * half;
+              if (lane % 4 == 0) sm.m[r] = m_new[half], sm.scale1[r] = s1[half];
+              scale01[half] = s0[half] * s1[half];
+              m[half] = m_new[half];
+            }
+            ptx::named_barrier_arrive(BAR_SCALE1_READY, CONSUMER_THREADS);
+            exp_sum(s, l, m, scale01, p.scale_log2);
+            pack_p<T>(p1, s);
+            store_p(p_tile(sm, 1), p1, warp_in_wg, lane);
+            ptx::fence_proxy_async_smem();
+          } else {
+            softmax_w1<FAST>(s, m, l, scale01, sm, warp_in_wg, lane);
+            pack_p<T>(p1, s);
+            store_p(p_tile(sm, 1), p1, warp_in_wg, lane);
+            ptx::fence_proxy_async_smem();
+            ptx::named_barrier_arrive(BAR_SCALE1_READY, CONSUMER_THREADS);
+          }
           rescale_o<FAST>(o, scale01);
           if (seqlen - blk1 * BLOCK_N < BLOCK_N) {
             zero_tail_rows(sm.k[1], 4, max(seqlen - blk1 * BLOCK_N, 0), t128);
