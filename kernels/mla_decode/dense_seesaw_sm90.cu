@@ -70,30 +70,9 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 #define MLA_DENSE_V1R_EARLY 0
 #endif
 
-// seesaw_pipe timing experiments (docs/dense-decode.md §10):
-// MLA_PIPE_S0_FIRST: W1 queues its next Q·K1ᵀ only once W0 has queued all of its next Q·K0ᵀ (qk0_issued,
-//   one arrival per W0 warp), so S0 is done first and W0's softmax runs under W1's Q·K1ᵀ.
-// MLA_PIPE_PV0R_FIRST: W0 queues sP1·V1L only once W1 has queued sP0·V0R (pv0r_issued).
-#ifndef MLA_PIPE_S0_FIRST
-#define MLA_PIPE_S0_FIRST 0
-#endif
-#ifndef MLA_PIPE_PV0R_FIRST
-#define MLA_PIPE_PV0R_FIRST 1
-#endif
-// MLA_PIPE_EARLY_MAX: each warpgroup publishes its new running max and scale (SCALE0, SCALE1) right
-//   after its row maxima, before its exponentials, so the other warpgroup's softmax step starts that
-//   much earlier (same arithmetic). W0 reads sP1 only after pv0r_issued, which W1 arrives on after it
-//   stored sP1, so SCALE1 no longer has to carry sP1.
-#ifndef MLA_PIPE_EARLY_MAX
-#define MLA_PIPE_EARLY_MAX 0
-#endif
-static_assert(!MLA_PIPE_EARLY_MAX || MLA_PIPE_PV0R_FIRST, "EARLY_MAX orders sP1 through pv0r_issued");
-// MLA_PIPE_FFMA (with EARLY_MAX): S is not scaled to the log2 domain in place; the row maxima are scaled
-//   and P = 2^(S·scale_log2 - m) is one fma per element (32 multiplies fewer per block and thread).
-#ifndef MLA_PIPE_FFMA
-#define MLA_PIPE_FFMA 0
-#endif
-static_assert(!MLA_PIPE_FFMA || MLA_PIPE_EARLY_MAX, "FFMA is a form of EARLY_MAX");
+// seesaw_pipe, measured and not kept (H200, one call each against the kept form, docs/dense-decode.md
+// §10): W1 queuing its next Q·K1ᵀ only after all of W0's (dense-compute 545.5 vs 537.9 µs, mtp 1006.5
+// vs 974.4); without the sP0·V0R-first order (538.7, 974.5: no gain, and the early SCALE1 needs it).
 
 // Measured and not kept (H200, one call each, docs/dense-decode.md §8): the next pair's 18 tiles
 // prefetched into L2 (cp.async.bulk.prefetch.tensor) after W0's Q·K0ᵀ or at the top of the iteration,
@@ -213,32 +192,28 @@ __device__ __forceinline__ void qk_issue(float (&s)[32], Smem& sm, int stage, ui
   ptx::wgmma_commit();
 }
 
-// The new running max per row (S's row maxima with m_old) and the factor 2^(m_old - m_new) for what was
-// summed against m_old; then P = 2^(S - m_new) in place with l = l·scale + rowsum(P) (MLA_PIPE_EARLY_MAX).
-// MLA_PIPE_FFMA: S unscaled, `sc` = scale_log2 applied to the maxima and inside the exponent's fma.
+// seesaw_pipe's softmax step in two halves, so a warpgroup publishes its new max and scale before its
+// exponentials: new_max takes S unscaled (masked entries -inf), the row maxima times `sc` = scale_log2
+// with the running max m_old, and the factor 2^(m_old - m_new) for what was summed against m_old;
+// exp_sum then makes P = 2^(S·sc - m) in place (one fma per element instead of seesaw_fast's multiply
+// and subtract) and l = l·scale + rowsum(P).
 template <bool FAST>
 __device__ __forceinline__ void new_max(const float (&s)[32], const float (&m_old)[2], float (&m_new)[2], float (&scale)[2], float sc) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    const float mx = row_max<FAST>(s, half);
-    m_new[half] = fmaxf(m_old[half], MLA_PIPE_FFMA ? mx * sc : mx);
+    m_new[half] = fmaxf(m_old[half], row_max<FAST>(s, half) * sc);
     scale[half] = ptx::exp2_approx(m_old[half] - m_new[half]);
   }
 }
 __device__ __forceinline__ void exp_sum(float (&s)[32], float (&l)[2], const float (&m)[2], const float (&scale)[2], float sc) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    float sum;
-    if constexpr (MLA_PIPE_FFMA) {
-      sum = 0.0f;
+    float sum = 0.0f;
 #pragma unroll
-      for (int i = 2 * half; i < 32; i += 4) {
-        s[i] = ptx::exp2_approx(fmaf(s[i], sc, -m[half]));
-        s[i + 1] = ptx::exp2_approx(fmaf(s[i + 1], sc, -m[half]));
-        sum += s[i] + s[i + 1];
-      }
-    } else {
-      sum = exponentiate(s, half, m[half]);
+    for (int i = 2 * half; i < 32; i += 4) {
+      s[i] = ptx::exp2_approx(fmaf(s[i], sc, -m[half]));
+      s[i + 1] = ptx::exp2_approx(fmaf(s[i + 1], sc, -m[half]));
+      sum += s[i] + s[i + 1];
     }
     l[half] = l[half] * scale[half] + sum;
   }
@@ -472,7 +447,6 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
   // mbarriers, each completed once per iteration (group) or per use (sync).
   uint32_t wg_sync_phase = 0;
   uint32_t l_phase = 0;  // parity of sm.l_ready, flips once per request
-  uint32_t qk_phase = 0;  // seesaw_pipe, W1: parity of sm.qk0_issued (MLA_PIPE_S0_FIRST)
   auto wg_sync = [&](uint32_t bar) {
     if constexpr (MLA_DENSE_WG_MBARRIERS) {
       ptx::mbarrier_arrive(&sm.wg_sync[bar - BAR_WG0]);
@@ -539,27 +513,25 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         //    finish first and W1 refills K1's tiles 4-7 (after P1·V1R) and K0's 4-8 (after sP0·V0R) early;
         //  - W0 queues the next pair's Q·K0ᵀ tiles 0-3 (refilled mid-iteration) right behind sP1·V1L,
         //    retires only sP1·V1L, refills K1's tiles 0-3 and 8, then queues tiles 4-8;
-        //  - W1 queues the next Q·K1ᵀ starting with the tiles it refilled itself: 4-8, then 0-3.
+        //  - W1 queues the next Q·K1ᵀ starting with the tiles it refilled itself: 4-8, then 0-3;
+        //  - each warpgroup publishes its new max and scale before its exponentials (new_max, exp_sum),
+        //    and S stays unscaled: the exponent is one fma.
+        // H200, one call (docs/dense-decode.md §10): dense-compute 522.2 vs seesaw_fast 531.7 µs, -mtp
+        // 939.3 vs 1002.0; the memory-bound and latency cases 0-2 µs slower.
         ptx::wgmma_wait<0>();
         ptx::fence_regs(s);
         if (wg == 0) {
-          mask_scale<FAST, !MLA_PIPE_FFMA>(s, p, blk0, lane, limit);
-          float scale0[2];
-          if constexpr (MLA_PIPE_EARLY_MAX) {
-            float m_new[2];
-            new_max<FAST>(s, m, m_new, scale0, p.scale_log2);
+          mask_scale<FAST, false>(s, p, blk0, lane, limit);
+          float scale0[2], m_new[2];
+          new_max<FAST>(s, m, m_new, scale0, p.scale_log2);
 #pragma unroll
-            for (int half = 0; half < 2; ++half) {
-              const int r = 16 * warp_in_wg + lane / 4 + 8 * half;
-              if (lane % 4 == 0) sm.m[r] = m_new[half], sm.scale0[r] = scale0[half];
-              m[half] = m_new[half];
-            }
-            ptx::named_barrier_arrive(BAR_SCALE0_READY, CONSUMER_THREADS);
-            exp_sum(s, l, m, scale0, p.scale_log2);
-          } else {
-            softmax_w0<FAST>(s, m, l, scale0, sm, warp_in_wg, lane);
-            ptx::named_barrier_arrive(BAR_SCALE0_READY, CONSUMER_THREADS);
+          for (int half = 0; half < 2; ++half) {
+            const int r = 16 * warp_in_wg + lane / 4 + 8 * half;
+            if (lane % 4 == 0) sm.m[r] = m_new[half], sm.scale0[r] = scale0[half];
+            m[half] = m_new[half];
           }
+          ptx::named_barrier_arrive(BAR_SCALE0_READY, CONSUMER_THREADS);
+          exp_sum(s, l, m, scale0, p.scale_log2);
           rescale_o<FAST>(o, scale0);
           if (seqlen - blk0 * BLOCK_N < BLOCK_N) {
             zero_tail_rows(sm.k[0], 0, max(seqlen - blk0 * BLOCK_N, 0), t128);
@@ -585,7 +557,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
             ptx::fence_proxy_async_smem();
             wg_sync(BAR_WG0);
           }
-          if constexpr (MLA_PIPE_PV0R_FIRST) ptx::mbarrier_wait(&sm.pv0r_issued, phase);
+          ptx::mbarrier_wait(&sm.pv0r_issued, phase);  // W1 queued sP0·V0R (and stored sP1)
           pv_ss<T>(o, p_tile(sm, 1), sm.k[1], 0);  // O_L += sP1·V1L
           if constexpr (!LAST) {
             qk_issue<T>(s, sm, 0, phase ^ 1, 0, 4, true);
@@ -593,48 +565,37 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
             ptx::fence_regs(o);
             release_and_refill(BAR_WG0, REFILL_K1_LEFT_P, next);
             qk_issue<T>(s, sm, 0, phase ^ 1, 4, NUM_TILES - 4, false);
-            if constexpr (MLA_PIPE_S0_FIRST) {
-              __syncwarp();
-              if (lane == 0) ptx::mbarrier_arrive(&sm.qk0_issued);
-            }
           } else {
             ptx::wgmma_wait<0>();
             ptx::fence_regs(o);
             release_and_refill(BAR_WG0, REFILL_K1_LEFT_P, next);
           }
         } else {
-          mask_scale<FAST, !MLA_PIPE_FFMA>(s, p, blk1, lane, limit);
+          mask_scale<FAST, false>(s, p, blk1, lane, limit);
           ptx::named_barrier_sync(BAR_SCALE0_READY, CONSUMER_THREADS);
-          float scale01[2];
-          uint32_t p1[4][4];
-          if constexpr (MLA_PIPE_EARLY_MAX) {
-            float m0[2], s0[2], m_new[2], s1[2];
+          float m0[2], s0[2], m_new[2], s1[2], scale01[2];
 #pragma unroll
-            for (int half = 0; half < 2; ++half) {
-              const int r = 16 * warp_in_wg + lane / 4 + 8 * half;
-              m0[half] = sm.m[r], s0[half] = sm.scale0[r];
-            }
-            new_max<FAST>(s, m0, m_new, s1, p.scale_log2);
-            __syncwarp();  // the warp's readers of sm.m[r] (above) read before lane 0 overwrites it
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-              const int r = 16 * warp_in_wg + lane / 4 + 8 * half;
-              if (lane % 4 == 0) sm.m[r] = m_new[half], sm.scale1[r] = s1[half];
-              scale01[half] = s0[half] * s1[half];
-              m[half] = m_new[half];
-            }
-            ptx::named_barrier_arrive(BAR_SCALE1_READY, CONSUMER_THREADS);
-            exp_sum(s, l, m, scale01, p.scale_log2);
-            pack_p<T>(p1, s);
-            store_p(p_tile(sm, 1), p1, warp_in_wg, lane);
-            ptx::fence_proxy_async_smem();
-          } else {
-            softmax_w1<FAST>(s, m, l, scale01, sm, warp_in_wg, lane);
-            pack_p<T>(p1, s);
-            store_p(p_tile(sm, 1), p1, warp_in_wg, lane);
-            ptx::fence_proxy_async_smem();
-            ptx::named_barrier_arrive(BAR_SCALE1_READY, CONSUMER_THREADS);
+          for (int half = 0; half < 2; ++half) {
+            const int r = 16 * warp_in_wg + lane / 4 + 8 * half;
+            m0[half] = sm.m[r], s0[half] = sm.scale0[r];
           }
+          new_max<FAST>(s, m0, m_new, s1, p.scale_log2);
+          __syncwarp();  // the warp's readers of sm.m[r] (above) read before lane 0 overwrites it
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const int r = 16 * warp_in_wg + lane / 4 + 8 * half;
+            if (lane % 4 == 0) sm.m[r] = m_new[half], sm.scale1[r] = s1[half];
+            scale01[half] = s0[half] * s1[half];
+            m[half] = m_new[half];
+          }
+          // W0 reads sP1 only after pv0r_issued, which each W1 warp arrives on after storing it, so
+          // SCALE1 carries only the max and scale and goes out before the exponentials.
+          ptx::named_barrier_arrive(BAR_SCALE1_READY, CONSUMER_THREADS);
+          exp_sum(s, l, m, scale01, p.scale_log2);
+          uint32_t p1[4][4];
+          pack_p<T>(p1, s);
+          store_p(p_tile(sm, 1), p1, warp_in_wg, lane);
+          ptx::fence_proxy_async_smem();
           rescale_o<FAST>(o, scale01);
           if (seqlen - blk1 * BLOCK_N < BLOCK_N) {
             zero_tail_rows(sm.k[1], 4, max(seqlen - blk1 * BLOCK_N, 0), t128);
@@ -646,30 +607,19 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           ptx::named_barrier_sync(BAR_P0_READY, CONSUMER_THREADS);
           pv_ss<T>(o, p_tile(sm, 0), sm.k[0], 4);  // O_R += sP0·V0R
           __syncwarp();
-          if (MLA_PIPE_PV0R_FIRST && lane == 0) ptx::mbarrier_arrive(&sm.pv0r_issued);
+          if (lane == 0) ptx::mbarrier_arrive(&sm.pv0r_issued);
           ptx::wgmma_wait<1>();  // P1·V1R is done: K1's tiles 4-7 are free
           release_and_refill(BAR_WG1, REFILL_K1_RIGHT, next);
           ptx::wgmma_wait<0>();
           ptx::fence_regs(o);
           release_and_refill(BAR_WG1, REFILL_K0_RIGHT_P, next);
-          if constexpr (!LAST) {
-            if constexpr (MLA_PIPE_S0_FIRST) ptx::mbarrier_wait(&sm.qk0_issued, qk_phase), qk_phase ^= 1;
-            qk_issue<T>(s, sm, 1, phase ^ 1, 4, NUM_TILES, true);
-          }
+          if constexpr (!LAST) qk_issue<T>(s, sm, 1, phase ^ 1, 4, NUM_TILES, true);
         }
       };
       if (start_blk < end_blk) {
         // The first pair's S is queued here; every pair then queues the next one's behind its last P·V.
-        if (wg == 0) {
-          qk_issue<T>(s, sm, 0, phase, 0, NUM_TILES, true);
-          if constexpr (MLA_PIPE_S0_FIRST) {
-            __syncwarp();
-            if (lane == 0) ptx::mbarrier_arrive(&sm.qk0_issued);
-          }
-        } else {
-          if constexpr (MLA_PIPE_S0_FIRST) ptx::mbarrier_wait(&sm.qk0_issued, qk_phase), qk_phase ^= 1;
-          qk_issue<T>(s, sm, 1, phase, 4, NUM_TILES, true);
-        }
+        if (wg == 0) qk_issue<T>(s, sm, 0, phase, 0, NUM_TILES, true);
+        else qk_issue<T>(s, sm, 1, phase, 4, NUM_TILES, true);
         int blk0 = start_blk;
         for (; blk0 + 2 < end_blk; blk0 += 2, phase ^= 1) pipe_pair(blk0, Flag<false>{});
         pipe_pair(blk0, Flag<true>{});
@@ -840,9 +790,9 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_dense_seesaw_mc_bf1
 extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_dense_seesaw_mc_fp16_sm90(const __grid_constant__ mla::DenseParams p) {
   dense_seesaw<ptx::fp16_t, true, true>(p);
 }
-// "seesaw_pipe" (experimental): seesaw_fast with FlashMLA's rotated loop (see consumer, PIPE; docs/dense-
-// decode.md §9). The same arithmetic; W1 sums its Q·K1ᵀ tiles in another order, so S1 (and the output)
-// may differ from seesaw_fast's in the last bit.
+// "seesaw_pipe": seesaw_fast with FlashMLA's rotated loop (see consumer, PIPE; docs/dense-decode.md §9-10),
+// the API's choice for compute-bound shapes. W1 sums its Q·K1ᵀ tiles in another order and the exponent is
+// one fma, so outputs may differ from seesaw_fast's in the last bits.
 extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_dense_seesaw_pipe_bf16_sm90(const __grid_constant__ mla::DenseParams p) {
   dense_seesaw<ptx::bf16_t, true, false, true>(p);
 }

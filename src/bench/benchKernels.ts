@@ -34,6 +34,12 @@ function sparseKernelName(crossover: boolean, producer: "v1" | "v2" | "v3"): str
  * others force a producer and whether crossover runs.
  */
 export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freeze({
+  dense: {
+    name: "dense",
+    description: "flashMlaWithKvcache's own choice (defaultDenseKernel): seesaw_pipe for compute-bound batches (≥ 128 rows per KV head, b ≥ 16), else seesaw_fast; the default",
+    kinds: ["dense"],
+    run: (args: FlashMlaWithKvcacheArgs) => flashMlaWithKvcache(args),
+  },
   dense_seesaw: {
     name: "dense_seesaw",
     description: "flashMlaWithKvcache, kernel \"seesaw\": two warpgroups share one online softmax (FlashMLA's schedule), then the combine",
@@ -42,7 +48,7 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
   },
   dense_seesaw_fast: {
     name: "dense_seesaw_fast",
-    description: "flashMlaWithKvcache, kernel \"seesaw_fast\": the seesaw with warp-uniform fast paths (no masks in full blocks, no rescale by 1), bit-identical outputs; the default",
+    description: "flashMlaWithKvcache, kernel \"seesaw_fast\": the seesaw with warp-uniform fast paths (no masks in full blocks, no rescale by 1), bit-identical outputs; the default for memory-bound and latency shapes",
     kinds: ["dense"],
     run: (args: FlashMlaWithKvcacheArgs) => flashMlaWithKvcache({ ...args, kernel: "seesaw_fast" }),
   },
@@ -54,7 +60,7 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
   },
   dense_seesaw_pipe: {
     name: "dense_seesaw_pipe",
-    description: "flashMlaWithKvcache, kernel \"seesaw_pipe\": seesaw_fast with FlashMLA's rotated loop (each warpgroup queues its next Q·Kᵀ behind its last P·V; W1's P·V first; P tiles in the RoPE tiles); experimental",
+    description: "flashMlaWithKvcache, kernel \"seesaw_pipe\": seesaw_fast with FlashMLA's rotated loop (each warpgroup queues its next Q·Kᵀ behind its last P·V; W1's P·V first; max published before the exponentials); the default for compute-bound batches",
     kinds: ["dense"],
     run: (args: FlashMlaWithKvcacheArgs) => flashMlaWithKvcache({ ...args, kernel: "seesaw_pipe" }),
   },
@@ -126,7 +132,7 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
 });
 
 /** The implementation the commands use for dense cases unless told otherwise: flashMlaWithKvcache's default kernel. */
-export const DEFAULT_BENCH_KERNEL = "dense_seesaw_fast";
+export const DEFAULT_BENCH_KERNEL = "dense";
 
 /** The implementation each kind of case gets unless `--kernel` names one. */
 export const DEFAULT_BENCH_KERNELS: Readonly<Record<DecodeKind, string>> = Object.freeze({ dense: DEFAULT_BENCH_KERNEL, sparse: "sparse" });

@@ -57,8 +57,9 @@ export interface FlashMlaWithKvcacheArgs {
    * (seesaw_fast whose two m-block CTAs of a KV head form a cluster and receive each K tile by one TMA
    * multicast; where the m-block count is odd it runs seesaw_fast; correct on the H200, 27 % slower),
    * "seesaw_pipe" (seesaw_fast with FlashMLA's rotated loop: each warpgroup queues its next Q·Kᵀ behind
-   * its last P·V; experimental, may differ from seesaw_fast in the last bit) or "v1" (the first
-   * tensor-core kernel, kept for comparison). @default "seesaw_fast"
+   * its last P·V; may differ from seesaw_fast in the last bits) or "v1" (the first tensor-core kernel,
+   * kept for comparison). @default defaultDenseKernel(b, rows per KV head): "seesaw_pipe" for
+   * compute-bound batches, else "seesaw_fast"
    */
   kernel?: DenseKernelName;
   /** Preallocated [b, s_q, h_q, 512] output in q's dtype (needed inside CUDA graph capture). */
@@ -69,12 +70,23 @@ export interface FlashMlaWithKvcacheArgs {
 
 export type DenseKernelName = "seesaw" | "seesaw_fast" | "seesaw_mc" | "seesaw_pipe" | "v1";
 /** The dense kernels verified on a GPU (the test suites run each of these). */
-export const DENSE_KERNELS: readonly DenseKernelName[] = ["seesaw", "seesaw_fast", "v1"];
+export const DENSE_KERNELS: readonly DenseKernelName[] = ["seesaw", "seesaw_fast", "seesaw_pipe", "v1"];
 /**
  * Accepted as well, but experimental: tested in test/gpu/variants/ only (where they were first run), so a
  * fault in one cannot stop the suites of the verified kernels.
  */
-export const EXPERIMENTAL_DENSE_KERNELS: readonly DenseKernelName[] = ["seesaw_mc", "seesaw_pipe"];
+export const EXPERIMENTAL_DENSE_KERNELS: readonly DenseKernelName[] = ["seesaw_mc"];
+
+/**
+ * The dense kernel a call gets when it names none. seesaw_pipe where the work is compute-bound (at least
+ * 128 query rows per KV head: h_q / h_kv · s_q) and the batch long enough that each SM part walks many
+ * blocks (b ≥ 16), seesaw_fast elsewhere. H200, one call: dense-compute (b 128, 128 rows) 522.2 vs
+ * 531.7 µs, dense-compute-mtp (256 rows) 939.3 vs 1002.0; dense-b1 (b 1, 128 rows) 42.4 vs 42.2 and the
+ * memory-bound cases (16 and 64 rows) 0–2 µs slower with seesaw_pipe (docs/dense-decode.md §10).
+ */
+export function defaultDenseKernel(b: number, rows_per_kv: number): DenseKernelName {
+  return rows_per_kv >= 128 && b >= 16 ? "seesaw_pipe" : "seesaw_fast";
+}
 
 export interface FlashMlaResult {
   /** [b, s_q, h_q, 512], q's dtype. */
@@ -253,7 +265,7 @@ export function flashMlaWithKvcache(args: FlashMlaWithKvcacheArgs): FlashMlaResu
     pad0: 0,
   });
   const grid: [number, number, number] = [num_m_blocks, shape.h_kv, meta.numSmParts];
-  const kernel = args.kernel ?? "seesaw_fast";
+  const kernel = args.kernel ?? defaultDenseKernel(shape.b, rows_per_kv);
   if (kernel === "seesaw_mc" && num_m_blocks % 2 === 0) {
     // Clusters pair m-blocks (0, 1), (2, 3), ...: same KV head, same part, so the same K tiles.
     const main = q.dtype === "bf16" ? k.seesawMcBf16 : k.seesawMcFp16;

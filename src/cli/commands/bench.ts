@@ -74,8 +74,8 @@ float64 CPU reference on sampled rows. Sparse cases use FlashMLA's benchmark dat
 indices, attn_sink on, softmax scale 576^-0.55), count N_unique from the indices drawn, quote
 sparse-h16 by its FP8 cache read and print the seed's cycle budget; h_q = 128 sparse cases are also
 timed with the same producer and the other crossover setting, for the measured crossover gain
-(plain µs / crossover µs). Without --kernel, dense cases run
-${DEFAULT_BENCH_KERNELS.dense} and sparse ones ${DEFAULT_BENCH_KERNELS.sparse}.
+(plain µs / crossover µs). Without --kernel, dense cases run ${DEFAULT_BENCH_KERNELS.dense}
+(flashMlaWithKvcache's own choice of kernel) and sparse ones ${DEFAULT_BENCH_KERNELS.sparse}.
 Ceilings come from \`flashmla ceilings\` (cached per GPU and driver).
 Exit status: 0 ok, 1 a check failed or no GPU, ${USAGE_EXIT_CODE} bad command line.`;
 
@@ -130,7 +130,7 @@ export function registerBenchCommand(program: Command, deps: GpuCommandDeps = {}
 /** What {@link runBench} runs. */
 export interface BenchRequest {
   cases: readonly BenchCase[];
-  /** The implementation for every case. @default defaultBenchKernel(case.kind): dense_seesaw for dense cases, sparse_v1 for sparse ones */
+  /** The implementation for every case. @default defaultBenchKernel(case.kind): the API's own choice for either kind */
   kernel?: BenchKernel;
   iters: number;
   seed: number;

@@ -14,10 +14,10 @@ test("BENCH_KERNELS holds the dense kernels and sparse_v1 and sparse_crossover, 
   assert.ok(Object.values(BENCH_KERNELS).filter((k) => k.kinds.includes("dense")).length >= 3);
 });
 
-test("defaultBenchKernel() gives dense cases dense_seesaw_fast and sparse cases the API's own choice", () => {
-  assert.equal(DEFAULT_BENCH_KERNEL, "dense_seesaw_fast");
-  assert.deepEqual(DEFAULT_BENCH_KERNELS, { dense: "dense_seesaw_fast", sparse: "sparse" });
-  assert.equal(defaultBenchKernel("dense").name, "dense_seesaw_fast");
+test("defaultBenchKernel() gives dense and sparse cases the API's own choice", () => {
+  assert.equal(DEFAULT_BENCH_KERNEL, "dense");
+  assert.deepEqual(DEFAULT_BENCH_KERNELS, { dense: "dense", sparse: "sparse" });
+  assert.equal(defaultBenchKernel("dense").name, "dense");
   assert.equal(defaultBenchKernel("sparse").name, "sparse");
   // What `flashmla bench --all` runs: every case with a kernel that can run it.
   for (const c of BENCH_CASES) assert.equal(benchKernelUnsupported(defaultBenchKernel(c.kind), c), undefined, c.name);
@@ -31,7 +31,7 @@ test("benchKernelUnsupported() says why a kernel cannot run a case, naming the o
   );
   assert.equal(
     benchKernelUnsupported(BENCH_KERNELS.sparse_v1, { kind: "dense", h_q: 128 }),
-    "not available: kernel sparse_v1 does not do dense decode (try --kernel dense_seesaw_fast)",
+    "not available: kernel sparse_v1 does not do dense decode (try --kernel dense)",
   );
   assert.match(benchKernelUnsupported(BENCH_KERNELS.sparse_crossover, h16)!, /^not available: kernel sparse_crossover runs h_q = 128 only \(a cluster of the two 64-head CTAs of a query token\); this case has h_q = 16$/);
   assert.equal(benchKernelUnsupported(BENCH_KERNELS.sparse_crossover, { kind: "sparse", h_q: 128 }), undefined);

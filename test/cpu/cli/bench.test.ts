@@ -24,7 +24,7 @@ test("flashmla bench checks its command line before looking for a GPU (exit 2)",
     [["bench", "--case", "nope"], /unknown case 'nope'; known cases: dense-compute,/],
     [["bench", "--case", "dense-b1", "--all"], /give --case or --all, not both/],
     [["bench", "--iters", "5"], /option '--iters <n>' argument '5' is invalid\. expected an integer >= 20/],
-    [["bench", "--kernel", "dense_v9"], /Allowed choices are dense_seesaw, dense_seesaw_fast, dense_seesaw_mc, dense_seesaw_pipe, dense_v1, sparse, sparse_v1, sparse_crossover, sparse_v2, sparse_crossover_v2, sparse_v3, sparse_crossover_v3\./],
+    [["bench", "--kernel", "dense_v9"], /Allowed choices are dense, dense_seesaw, dense_seesaw_fast, dense_seesaw_mc, dense_seesaw_pipe, dense_v1, sparse, sparse_v1, sparse_crossover, sparse_v2, sparse_crossover_v2, sparse_v3, sparse_crossover_v3\./],
     [["bench", "--seed", "-1"], /error: /],
     [["bench", "--bogus"], /unknown option '--bogus'/],
   ];
@@ -58,7 +58,7 @@ test("flashmla bench --list names every case and kernel and needs no GPU", async
   assert.match(r.out, /dense_seesaw +dense +flashMlaWithKvcache, kernel "seesaw"/);
   assert.match(r.out, /dense_v1 +dense +flashMlaWithKvcache, kernel "v1"/);
   assert.match(r.out, /sparse-h16 +sparse +b=128 h_q=16 s_q=2 s_k 32768 topk 2048 +\(memory\)/);
-  assert.match(r.out, /Kernels \(--kernel; default dense_seesaw_fast for dense cases, sparse for sparse ones\):/);
+  assert.match(r.out, /Kernels \(--kernel; default dense for dense cases, sparse for sparse ones\):/);
   assert.match(r.out, /sparse_v1 +sparse +sparseDecodeGpu: /);
   assert.match(r.out, /sparse_crossover +sparse +sparseDecodeGpu with crossover: .*\[h_q = 128 only\]/);
 });
@@ -68,8 +68,8 @@ test("flashmla bench --help shows the options, examples and exit codes", async (
   assert.equal(r.code, 0);
   for (const s of [
     "--case <names...>", "--all", "--json [file]", "--svg [file]", "--kernel <name>", "--iters <n>", "Examples:", "flashmla bench --all --svg",
-    "flashmla bench --case sparse-v32 --kernel sparse_crossover", "dense_seesaw_fast for dense cases, sparse for sparse ones",
-    "Without --kernel, dense cases run\ndense_seesaw_fast and sparse ones sparse.", "Exit status: 0 ok, 1 a check failed or no GPU, 2 bad command line",
+    "flashmla bench --case sparse-v32 --kernel sparse_crossover", "(default: dense for\n                     dense cases, sparse for sparse ones)",
+    "Without --kernel, dense cases run dense\n(flashMlaWithKvcache's own choice of kernel) and sparse ones sparse.", "Exit status: 0 ok, 1 a check failed or no GPU, 2 bad command line",
   ]) {
     assert.ok(r.out.includes(s), s);
   }

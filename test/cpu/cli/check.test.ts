@@ -26,7 +26,7 @@ test("flashmla check exits 2 for a bad grid, seed, dtype or a kernel that cannot
     [["--seed", "x"], /expected a non-negative integer/],
     [["--dtype", "fp8"], /Allowed choices are bf16, fp16/],
     [["--grid", "sparse", "--kernel", "dense_seesaw"], /error: kernel dense_seesaw does not do sparse decode, which grid sparse checks \(its grids: small, flashmla; or --kernel sparse\)/],
-    [["--kernel", "sparse_crossover"], /error: kernel sparse_crossover does not do dense decode, which grid small checks \(its grids: sparse; or --kernel dense_seesaw_fast\)/],
+    [["--kernel", "sparse_crossover"], /error: kernel sparse_crossover does not do dense decode, which grid small checks \(its grids: sparse; or --kernel dense\)/],
     [["--grid", "sparse", "--dtype", "fp16"], /error: the sparse grid is bf16 only/],
   ] as const) {
     const r = await runCommand(registerCheckCommand, ["check", ...args], { probeGpu });
@@ -51,7 +51,7 @@ test("flashmla check --help explains the data, tolerances and exit codes", async
   assert.match(r.out, /--grid <name>/);
   assert.match(r.out, /flashmla check --grid flashmla --dtype fp16/);
   assert.match(r.out, /flashmla check --grid sparse --kernel sparse_crossover/);
-  assert.match(r.out, /default: dense_seesaw_fast for the\s+dense grids, sparse for the sparse one/);
+  assert.match(r.out, /default: dense for the dense grids,\s+sparse for the sparse one/);
   assert.match(r.out, /0xff poison in every token no index\npoints at/);
   assert.match(r.out, /Exit status: 0 all passed, 1 a case failed or no GPU, 2 bad command line/);
 });

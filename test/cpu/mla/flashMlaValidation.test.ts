@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { ArgumentError } from "../../../src/errors/ArgumentError.js";
-import { validateDenseArgs, type FlashMlaWithKvcacheArgs } from "../../../src/mla/flashMlaWithKvcache.js";
+import { DENSE_KERNELS, defaultDenseKernel, validateDenseArgs, type FlashMlaWithKvcacheArgs } from "../../../src/mla/flashMlaWithKvcache.js";
 import { getMlaMetadata, MlaSchedMeta } from "../../../src/mla/MlaSchedMeta.js";
 import { Tensor } from "../../../src/runtime/Tensor.js";
 
@@ -95,4 +95,18 @@ test("MlaSchedMeta reused with another batch shape names the changed field", () 
   meta.dispose();
   meta.dispose();
   assert.throws(() => meta.checkConfig("f", { ...meta.config! }), /disposed/);
+});
+
+test("defaultDenseKernel() picks seesaw_pipe only for compute-bound batches (≥ 128 rows per KV head, b ≥ 16)", () => {
+  // BENCH.md's dense cases: dense-compute (b 128, 128 rows), -mtp (256 rows), the grid, then the
+  // memory-bound and latency ones.
+  assert.equal(defaultDenseKernel(128, 128), "seesaw_pipe");
+  assert.equal(defaultDenseKernel(128, 256), "seesaw_pipe");
+  assert.equal(defaultDenseKernel(16, 128), "seesaw_pipe");
+  assert.equal(defaultDenseKernel(128, 64), "seesaw_fast");
+  assert.equal(defaultDenseKernel(128, 16), "seesaw_fast");
+  assert.equal(defaultDenseKernel(1, 128), "seesaw_fast");
+  assert.equal(defaultDenseKernel(15, 256), "seesaw_fast");
+  assert.equal(defaultDenseKernel(4, 64), "seesaw_fast");
+  for (const k of [defaultDenseKernel(128, 128), defaultDenseKernel(1, 1)]) assert.ok(DENSE_KERNELS.includes(k), `${k} is a verified kernel`);
 });

@@ -16,12 +16,13 @@ import { describeGpu } from "../../helpers/gpu.js";
 import { makeDenseCase } from "../../helpers/makeDecodeCase.js";
 import { makeDenseCaseGpu, uploadDenseCase, type GpuDenseCase } from "../../helpers/gpuDecodeCase.js";
 
-// seesaw_pipe (EXPERIMENTAL_DENSE_KERNELS): seesaw_fast with the loop rotated (each warpgroup queues its
+// seesaw_pipe (first run here; now in DENSE_KERNELS, so the dense suite, fuzz and soak run it too, and
+// the API's default for compute-bound batches): seesaw_fast with the loop rotated (each warpgroup queues its
 // next Q·Kᵀ behind its last P·V, the request's last pair its own copy without it). What can go wrong
 // there: a request boundary inside a CTA's piece (the next request's Q), a piece of one pair, an odd
 // block count, a partial last block (its V rows zeroed while the other warpgroup's next Q·Kᵀ may run),
-// empty requests. W1 sums its Q·Kᵀ tiles in another order than seesaw_fast, so outputs are compared
-// with the dense tolerance, not bit for bit.
+// empty requests. W1 sums its Q·Kᵀ tiles in another order than seesaw_fast and the exponent is one fma,
+// so outputs are compared with the dense tolerance, not bit for bit.
 
 function run(c: GpuDenseCase, kernel: DenseKernelName) {
   const meta = getMlaMetadata();
@@ -36,7 +37,7 @@ function run(c: GpuDenseCase, kernel: DenseKernelName) {
 
 const toF32 = (t: Tensor) => (t.dtype === "bf16" ? bf16ArrayToF32 : fp16ArrayToF32)(t.toHost().host as Uint16Array);
 
-describeGpu("seesaw_pipe (experimental: FlashMLA's rotated loop)", () => {
+describeGpu("seesaw_pipe (FlashMLA's rotated loop)", () => {
   test("seesaw_pipe matches the CPU reference on many short requests per CTA (request boundaries, one-pair pieces, odd and partial blocks, empty requests)", () => {
     const rng = new Rng(4242);
     for (let i = 0; i < 24; i++) {
