@@ -130,6 +130,19 @@ __device__ __forceinline__ float exponentiate(float (&s)[32], int half, float m)
   return sum;
 }
 
+// The same for S not yet in the log2 domain: P = 2^(S·sc - m) with one fma per element (sc = the softmax
+// scale times log2 e), instead of a multiply when masking and a subtract here.
+__device__ __forceinline__ float exponentiate_scaled(float (&s)[32], int half, float m, float sc) {
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 2 * half; i < 32; i += 4) {
+    s[i] = ptx::exp2_approx(fmaf(s[i], sc, -m));
+    s[i + 1] = ptx::exp2_approx(fmaf(s[i + 1], sc, -m));
+    sum += s[i] + s[i + 1];
+  }
+  return sum;
+}
+
 // P (accumulator layout, f32) as wgmma A fragments: k-step j, register x = elements 8j + 2x, 8j + 2x + 1.
 template <typename T>
 __device__ __forceinline__ void pack_p(uint32_t (&a)[4][4], const float (&s)[32]) {

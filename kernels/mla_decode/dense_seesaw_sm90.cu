@@ -207,16 +207,7 @@ __device__ __forceinline__ void new_max(const float (&s)[32], const float (&m_ol
 }
 __device__ __forceinline__ void exp_sum(float (&s)[32], float (&l)[2], const float (&m)[2], const float (&scale)[2], float sc) {
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int i = 2 * half; i < 32; i += 4) {
-      s[i] = ptx::exp2_approx(fmaf(s[i], sc, -m[half]));
-      s[i + 1] = ptx::exp2_approx(fmaf(s[i + 1], sc, -m[half]));
-      sum += s[i] + s[i + 1];
-    }
-    l[half] = l[half] * scale[half] + sum;
-  }
+  for (int half = 0; half < 2; ++half) l[half] = l[half] * scale[half] + exponentiate_scaled(s, half, m[half], sc);
 }
 
 // Scales scores to the log2 domain and masks tokens at or past each row's limit (-inf). FAST: when no

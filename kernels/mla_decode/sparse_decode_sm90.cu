@@ -46,6 +46,12 @@ enum : uint32_t { BAR_CONSUMERS = 1, BAR_P_READY = 2, BAR_P_FREE = 3, BAR_L_READ
 // rate; MLA_ABLATE_SPARSE_PRODUCER makes the producers hand over each buffer without loading or
 // converting anything (no gathers), so it runs at the consumers' rate. Together they say which side
 // bounds a kernel and by how much, which a schedule change has to know first (docs/sparse-decode.md §13).
+// MLA_SPARSE_FFMA (a timing experiment): S stays unscaled when masked, the row max is scaled, and the
+// exponent is one fma (exponentiate_scaled), as in the dense seesaw_pipe (−2.4 % of its schedule there).
+#ifndef MLA_SPARSE_FFMA
+#define MLA_SPARSE_FFMA 0
+#endif
+
 #ifdef MLA_ABLATE_SPARSE_CONSUMERS
 constexpr bool ABLATE_CONSUMERS = true;
 #else
@@ -613,14 +619,14 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
           for (int i = 2 * half; i < 32; i += 4)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-              const float v = (vbits >> (2 * (i >> 2) + e)) & 1u ? s[i + e] * p.scale_log2 : MASKED;
+              const float v = (vbits >> (2 * (i >> 2) + e)) & 1u ? (MLA_SPARSE_FFMA ? s[i + e] : s[i + e] * p.scale_log2) : MASKED;
               s[i + e] = v;
               mx = fmaxf(mx, v);
             }
-          const float m_new = fmaxf(m[half], quad_max(mx));
+          const float m_new = fmaxf(m[half], MLA_SPARSE_FFMA ? quad_max(mx) * p.scale_log2 : quad_max(mx));
           scale[half] = ptx::exp2_approx(m[half] - m_new);
           m[half] = m_new;
-          l[half] = l[half] * scale[half] + exponentiate(s, half, m_new);
+          l[half] = l[half] * scale[half] + (MLA_SPARSE_FFMA ? exponentiate_scaled(s, half, m_new, p.scale_log2) : exponentiate(s, half, m_new));
         }
         uint32_t a[4][4];
         pack_p<T>(a, s);
