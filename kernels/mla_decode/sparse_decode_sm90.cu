@@ -46,12 +46,6 @@ enum : uint32_t { BAR_CONSUMERS = 1, BAR_P_READY = 2, BAR_P_FREE = 3, BAR_L_READ
 // rate; MLA_ABLATE_SPARSE_PRODUCER makes the producers hand over each buffer without loading or
 // converting anything (no gathers), so it runs at the consumers' rate. Together they say which side
 // bounds a kernel and by how much, which a schedule change has to know first (docs/sparse-decode.md §13).
-// MLA_SPARSE_FFMA (a timing experiment): S stays unscaled when masked, the row max is scaled, and the
-// exponent is one fma (exponentiate_scaled), as in the dense seesaw_pipe (−2.4 % of its schedule there).
-#ifndef MLA_SPARSE_FFMA
-#define MLA_SPARSE_FFMA 0
-#endif
-
 #ifdef MLA_ABLATE_SPARSE_CONSUMERS
 constexpr bool ABLATE_CONSUMERS = true;
 #else
@@ -610,7 +604,9 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
           vbits |= ((two & 1u) | ((two >> 7) & 2u)) << (2 * c);
         }
         // Invalid tokens are masked, the rest scaled to the log2 domain, in the same pass as the row max
-        // (separate passes cost WG0 registers it does not have); then the online-softmax step.
+        // (separate passes cost WG0 registers it does not have); then the online-softmax step. (Leaving S
+        // unscaled and folding the scale into the exponent's fma, as seesaw_pipe does, measured no
+        // faster here: sparse-v32 381.7 vs 383.7 µs, long-topk 5232.2 vs 5193.6, one H200 call.)
         float scale[2];
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
@@ -619,14 +615,14 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
           for (int i = 2 * half; i < 32; i += 4)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-              const float v = (vbits >> (2 * (i >> 2) + e)) & 1u ? (MLA_SPARSE_FFMA ? s[i + e] : s[i + e] * p.scale_log2) : MASKED;
+              const float v = (vbits >> (2 * (i >> 2) + e)) & 1u ? s[i + e] * p.scale_log2 : MASKED;
               s[i + e] = v;
               mx = fmaxf(mx, v);
             }
-          const float m_new = fmaxf(m[half], MLA_SPARSE_FFMA ? quad_max(mx) * p.scale_log2 : quad_max(mx));
+          const float m_new = fmaxf(m[half], quad_max(mx));
           scale[half] = ptx::exp2_approx(m[half] - m_new);
           m[half] = m_new;
-          l[half] = l[half] * scale[half] + (MLA_SPARSE_FFMA ? exponentiate_scaled(s, half, m_new, p.scale_log2) : exponentiate(s, half, m_new));
+          l[half] = l[half] * scale[half] + exponentiate(s, half, m_new);
         }
         uint32_t a[4][4];
         pack_p<T>(a, s);
