@@ -488,6 +488,52 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     // sP1 (550.7), W0 refilling K0 tiles 0-3 after SCALE1 (547.4, but dense-mem-h64 325.3 vs 322.0), W1
     // refilling V1R first and reading K1's tiles 4-7 first (560.8), W0 queuing the next pair's Q·K0ᵀ
     // behind P1·V1L (556.0; dense-compute-mtp 1046.9 vs 1054.2).
+    // The seesaw steps seesaw_fast and seesaw_pipe share (the table at the top), inlined.
+    // W0, steps 3-4: O_L = O_L·s0 + P0·V0L (V0's rows past the end zeroed first), K0's tiles 0-3 then
+    // free; once W1 published s1, P0·s1 handed over as sP0 and O_L rescaled (V1's tail rows zeroed:
+    // W1's Q·K1ᵀ is done, it published s1 after it). Leaves sP1·V1L to the caller.
+    auto w0_steps_3_4 = [&](const float (&scale0)[2], int blk0, int blk1, const Pair& next) {
+      rescale_o<FAST>(o, scale0);
+      if (seqlen - blk0 * BLOCK_N < BLOCK_N) {
+        zero_tail_rows(sm.k[0], 0, max(seqlen - blk0 * BLOCK_N, 0), t128);
+        ptx::fence_proxy_async_smem();
+        wg_sync(BAR_WG0);
+      }
+      uint32_t p0[4][4];
+      pack_p<T>(p0, s);
+      pv_rs<T>(o, p0, sm.k[0], 0);  // O_L += P0·V0L
+      ptx::wgmma_wait<0>();
+      ptx::fence_regs(o);
+      release_and_refill(BAR_WG0, REFILL_K0_LEFT, next);
+      ptx::named_barrier_sync(BAR_SCALE1_READY, CONSUMER_THREADS);
+      float scale1[2];
+      take_scale1(m, l, scale1, sm, warp_in_wg, lane);
+      scale_p<T, FAST>(p0, scale1);
+      store_p(p_tile(sm, 0), p0, warp_in_wg, lane);
+      ptx::fence_proxy_async_smem();
+      ptx::named_barrier_arrive(BAR_P0_READY, CONSUMER_THREADS);
+      rescale_o<FAST>(o, scale1);
+      if (seqlen - blk1 * BLOCK_N < BLOCK_N) {
+        zero_tail_rows(sm.k[1], 0, max(seqlen - blk1 * BLOCK_N, 0), t128);
+        ptx::fence_proxy_async_smem();
+        wg_sync(BAR_WG0);
+      }
+    };
+    // W1, steps 4-5 after it published s1 and sP1: O_R = O_R·s0·s1 + P1·V1R + sP0·V0R (the V rows past
+    // the end zeroed first), queued, not waited for.
+    auto w1_steps_4_5 = [&](const float (&scale01)[2], const uint32_t (&p1)[4][4], int blk0, int blk1) {
+      rescale_o<FAST>(o, scale01);
+      if (seqlen - blk1 * BLOCK_N < BLOCK_N) {
+        zero_tail_rows(sm.k[1], 4, max(seqlen - blk1 * BLOCK_N, 0), t128);
+        zero_tail_rows(sm.k[0], 4, max(seqlen - blk0 * BLOCK_N, 0), t128);
+        ptx::fence_proxy_async_smem();
+        wg_sync(BAR_WG1);
+      }
+      pv_rs<T>(o, p1, sm.k[1], 4);  // O_R += P1·V1R
+      ptx::named_barrier_sync(BAR_P0_READY, CONSUMER_THREADS);
+      pv_ss<T>(o, p_tile(sm, 0), sm.k[0], 4);  // O_R += sP0·V0R
+    };
+
     if constexpr (PIPE) {
       // One pair; LAST: the request's last, after which nothing is queued (the next request needs its own
       // Q first). The last pair is its own copy of the body, not a branch: with the next Q·Kᵀ queued
@@ -523,31 +569,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           }
           ptx::named_barrier_arrive(BAR_SCALE0_READY, CONSUMER_THREADS);
           exp_sum(s, l, m, scale0, p.scale_log2);
-          rescale_o<FAST>(o, scale0);
-          if (seqlen - blk0 * BLOCK_N < BLOCK_N) {
-            zero_tail_rows(sm.k[0], 0, max(seqlen - blk0 * BLOCK_N, 0), t128);
-            ptx::fence_proxy_async_smem();
-            wg_sync(BAR_WG0);
-          }
-          uint32_t p0[4][4];
-          pack_p<T>(p0, s);
-          pv_rs<T>(o, p0, sm.k[0], 0);  // O_L += P0·V0L
-          ptx::wgmma_wait<0>();
-          ptx::fence_regs(o);
-          release_and_refill(BAR_WG0, REFILL_K0_LEFT, next);
-          ptx::named_barrier_sync(BAR_SCALE1_READY, CONSUMER_THREADS);
-          float scale1[2];
-          take_scale1(m, l, scale1, sm, warp_in_wg, lane);
-          scale_p<T, FAST>(p0, scale1);
-          store_p(p_tile(sm, 0), p0, warp_in_wg, lane);
-          ptx::fence_proxy_async_smem();
-          ptx::named_barrier_arrive(BAR_P0_READY, CONSUMER_THREADS);
-          rescale_o<FAST>(o, scale1);
-          if (seqlen - blk1 * BLOCK_N < BLOCK_N) {
-            zero_tail_rows(sm.k[1], 0, max(seqlen - blk1 * BLOCK_N, 0), t128);
-            ptx::fence_proxy_async_smem();
-            wg_sync(BAR_WG0);
-          }
+          w0_steps_3_4(scale0, blk0, blk1, next);
           ptx::mbarrier_wait(&sm.pv0r_issued, phase);  // W1 queued sP0·V0R (and stored sP1)
           pv_ss<T>(o, p_tile(sm, 1), sm.k[1], 0);  // O_L += sP1·V1L
           if constexpr (!LAST) {
@@ -587,16 +609,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           pack_p<T>(p1, s);
           store_p(p_tile(sm, 1), p1, warp_in_wg, lane);
           ptx::fence_proxy_async_smem();
-          rescale_o<FAST>(o, scale01);
-          if (seqlen - blk1 * BLOCK_N < BLOCK_N) {
-            zero_tail_rows(sm.k[1], 4, max(seqlen - blk1 * BLOCK_N, 0), t128);
-            zero_tail_rows(sm.k[0], 4, max(seqlen - blk0 * BLOCK_N, 0), t128);
-            ptx::fence_proxy_async_smem();
-            wg_sync(BAR_WG1);
-          }
-          pv_rs<T>(o, p1, sm.k[1], 4);  // O_R += P1·V1R
-          ptx::named_barrier_sync(BAR_P0_READY, CONSUMER_THREADS);
-          pv_ss<T>(o, p_tile(sm, 0), sm.k[0], 4);  // O_R += sP0·V0R
+          w1_steps_4_5(scale01, p1, blk0, blk1);
           __syncwarp();
           if (lane == 0) ptx::mbarrier_arrive(&sm.pv0r_issued);
           ptx::wgmma_wait<1>();  // P1·V1R is done: K1's tiles 4-7 are free
@@ -626,33 +639,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           float scale0[2];
           softmax_w0<FAST>(s, m, l, scale0, sm, warp_in_wg, lane);
           ptx::named_barrier_arrive(BAR_SCALE0_READY, CONSUMER_THREADS);
-          rescale_o<FAST>(o, scale0);
-          if (seqlen - blk0 * BLOCK_N < BLOCK_N) {
-            zero_tail_rows(sm.k[0], 0, max(seqlen - blk0 * BLOCK_N, 0), t128);
-            ptx::fence_proxy_async_smem();
-            wg_sync(BAR_WG0);
-          }
-          uint32_t p0[4][4];
-          pack_p<T>(p0, s);
-          pv_rs<T>(o, p0, sm.k[0], 0);  // O_L += P0·V0L
-          ptx::wgmma_wait<0>();
-          ptx::fence_regs(o);
-          // K0 tiles 0-3 are no longer read by anyone: refill them with the next pair's first block.
-          release_and_refill(BAR_WG0, REFILL_K0_LEFT, next);
-
-          ptx::named_barrier_sync(BAR_SCALE1_READY, CONSUMER_THREADS);
-          float scale1[2];
-          take_scale1(m, l, scale1, sm, warp_in_wg, lane);
-          scale_p<T, FAST>(p0, scale1);
-          store_p(p_tile(sm, 0), p0, warp_in_wg, lane);
-          ptx::fence_proxy_async_smem();
-          ptx::named_barrier_arrive(BAR_P0_READY, CONSUMER_THREADS);
-          rescale_o<FAST>(o, scale1);
-          if (seqlen - blk1 * BLOCK_N < BLOCK_N) {  // W1's Q·K1ᵀ is done: it published s1 after it
-            zero_tail_rows(sm.k[1], 0, max(seqlen - blk1 * BLOCK_N, 0), t128);
-            ptx::fence_proxy_async_smem();
-            wg_sync(BAR_WG0);
-          }
+          w0_steps_3_4(scale0, blk0, blk1, next);
           pv_ss<T>(o, p_tile(sm, 1), sm.k[1], 0);  // O_L += sP1·V1L
           ptx::wgmma_wait<0>();
           ptx::fence_regs(o);
@@ -670,16 +657,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           store_p(p_tile(sm, 1), p1, warp_in_wg, lane);
           ptx::fence_proxy_async_smem();
           ptx::named_barrier_arrive(BAR_SCALE1_READY, CONSUMER_THREADS);
-          rescale_o<FAST>(o, scale01);
-          if (seqlen - blk1 * BLOCK_N < BLOCK_N) {
-            zero_tail_rows(sm.k[1], 4, max(seqlen - blk1 * BLOCK_N, 0), t128);
-            zero_tail_rows(sm.k[0], 4, max(seqlen - blk0 * BLOCK_N, 0), t128);
-            ptx::fence_proxy_async_smem();
-            wg_sync(BAR_WG1);
-          }
-          pv_rs<T>(o, p1, sm.k[1], 4);  // O_R += P1·V1R
-          ptx::named_barrier_sync(BAR_P0_READY, CONSUMER_THREADS);
-          pv_ss<T>(o, p_tile(sm, 0), sm.k[0], 4);  // O_R += sP0·V0R
+          w1_steps_4_5(scale01, p1, blk0, blk1);
           if constexpr (MLA_DENSE_V1R_EARLY && !MC) {
             ptx::wgmma_wait<1>();  // P1·V1R is done (sP0·V0R may still run): refill V1R now
             release_and_refill(BAR_WG1, REFILL_K1_RIGHT, next);

@@ -1,4 +1,6 @@
 import { makeGpuDenseCase } from "../../src/bench/makeGpuDenseCase.js";
+import { flashMlaWithKvcache, type DenseKernelName } from "../../src/mla/flashMlaWithKvcache.js";
+import { getMlaMetadata, type MlaSchedMeta } from "../../src/mla/MlaSchedMeta.js";
 import { Rng } from "../../src/numeric/random.js";
 import { Stream } from "../../src/runtime/Stream.js";
 import { Tensor } from "../../src/runtime/Tensor.js";
@@ -49,4 +51,19 @@ export function makeDenseCaseGpu(opts: DenseCaseOptions): GpuDenseCase {
     causal: c.causal, softmaxScale: c.softmaxScale, headDimV: 512, seqlens: [...c.seqlens], blockTableHost: c.blockTableHost,
     dispose: () => c.dispose(),
   };
+}
+
+/**
+ * One dense call on `c` with `kernel` and fresh metadata; the caller disposes out, lse and meta (meta is
+ * disposed here if the call throws).
+ */
+export function runDenseKernel(c: GpuDenseCase, kernel: DenseKernelName, stream?: Stream): { out: Tensor; lse: Tensor; meta: MlaSchedMeta } {
+  const meta = getMlaMetadata();
+  try {
+    const { out, lse } = flashMlaWithKvcache({ ...c, schedMeta: meta, stream, kernel });
+    return { out, lse, meta };
+  } catch (e) {
+    meta.dispose();
+    throw e;
+  }
 }

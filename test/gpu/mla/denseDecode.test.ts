@@ -15,7 +15,7 @@ import { Stream } from "../../../src/runtime/Stream.js";
 import { Tensor } from "../../../src/runtime/Tensor.js";
 import { describeGpu } from "../../helpers/gpu.js";
 import { makeDenseCase } from "../../helpers/makeDecodeCase.js";
-import { makeDenseCaseGpu, uploadDenseCase, type GpuDenseCase } from "../../helpers/gpuDecodeCase.js";
+import { makeDenseCaseGpu, runDenseKernel, uploadDenseCase, type GpuDenseCase } from "../../helpers/gpuDecodeCase.js";
 import { BENCH_KERNELS } from "../../../src/bench/benchKernels.js";
 import { checkGrid } from "../../../src/bench/checkGrid.js";
 import { runCheckCase } from "../../../src/bench/runCheckCase.js";
@@ -36,14 +36,7 @@ function halfToF32(t: Tensor): Float32Array {
 }
 
 function run(c: GpuDenseCase, stream?: Stream, kernel: DenseKernelName = KERNEL) {
-  const meta = getMlaMetadata();
-  try {
-    const { out, lse } = flashMlaWithKvcache({ ...c, schedMeta: meta, stream, kernel });
-    return { out, lse, meta };
-  } catch (e) {
-    meta.dispose();
-    throw e;
-  }
+  return runDenseKernel(c, kernel, stream);
 }
 
 /** Runs the kernel on `c` and checks every element against the float64 CPU reference (host cases). */

@@ -7,22 +7,13 @@ import { bf16ArrayToF32 } from "../../../src/numeric/bf16.js";
 import { assertClose, DENSE_LSE_TOL, DENSE_OUT_TOL } from "../../../src/numeric/compare.js";
 import { describeGpu } from "../../helpers/gpu.js";
 import { makeDenseCase } from "../../helpers/makeDecodeCase.js";
-import { makeDenseCaseGpu, uploadDenseCase, type GpuDenseCase } from "../../helpers/gpuDecodeCase.js";
+import { makeDenseCaseGpu, runDenseKernel, uploadDenseCase, type GpuDenseCase } from "../../helpers/gpuDecodeCase.js";
 
 // The dense variant not yet run on a GPU when it was written (EXPERIMENTAL_DENSE_KERNELS): its own file,
 // so a fault in it (a hang, a sticky CUDA error) cannot stop the suites of the verified kernels. Once it
 // passes here on the H200 it can join DENSE_KERNELS (and with it the fuzz, soak and sanitizer suites).
 
-function run(c: GpuDenseCase, _stream: undefined, kernel: DenseKernelName) {
-  const meta = getMlaMetadata();
-  try {
-    const { out, lse } = flashMlaWithKvcache({ ...c, schedMeta: meta, kernel });
-    return { out, lse, meta };
-  } catch (e) {
-    meta.dispose();
-    throw e;
-  }
-}
+const run = (c: GpuDenseCase, _stream: undefined, kernel: DenseKernelName) => runDenseKernel(c, kernel);
 
 describeGpu("seesaw_mc (experimental: K tiles multicast within 2-CTA clusters)", () => {
   test("seesaw_mc (K tiles multicast within 2-CTA clusters) gives bit-identical outputs to seesaw_fast", () => {

@@ -3,8 +3,6 @@ import assert from "node:assert/strict";
 import { BENCH_KERNELS } from "../../../src/bench/benchKernels.js";
 import { checkGrid } from "../../../src/bench/checkGrid.js";
 import { runCheckCase } from "../../../src/bench/runCheckCase.js";
-import { flashMlaWithKvcache, type DenseKernelName } from "../../../src/mla/flashMlaWithKvcache.js";
-import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
 import { mlaDecodeReference } from "../../../src/mla/mlaDecodeReference.js";
 import { bf16ArrayToF32 } from "../../../src/numeric/bf16.js";
 import { fp16ArrayToF32 } from "../../../src/numeric/fp16.js";
@@ -14,7 +12,7 @@ import { Stream } from "../../../src/runtime/Stream.js";
 import type { Tensor } from "../../../src/runtime/Tensor.js";
 import { describeGpu } from "../../helpers/gpu.js";
 import { makeDenseCase } from "../../helpers/makeDecodeCase.js";
-import { makeDenseCaseGpu, uploadDenseCase, type GpuDenseCase } from "../../helpers/gpuDecodeCase.js";
+import { makeDenseCaseGpu, runDenseKernel, uploadDenseCase } from "../../helpers/gpuDecodeCase.js";
 
 // seesaw_pipe (first run here; now in DENSE_KERNELS, so the dense suite, fuzz and soak run it too, and
 // the API's default for compute-bound batches): seesaw_fast with the loop rotated (each warpgroup queues its
@@ -24,16 +22,7 @@ import { makeDenseCaseGpu, uploadDenseCase, type GpuDenseCase } from "../../help
 // empty requests. W1 sums its Q·Kᵀ tiles in another order than seesaw_fast and the exponent is one fma,
 // so outputs are compared with the dense tolerance, not bit for bit.
 
-function run(c: GpuDenseCase, kernel: DenseKernelName) {
-  const meta = getMlaMetadata();
-  try {
-    const { out, lse } = flashMlaWithKvcache({ ...c, schedMeta: meta, kernel });
-    return { out, lse, meta };
-  } catch (e) {
-    meta.dispose();
-    throw e;
-  }
-}
+const run = runDenseKernel;
 
 const toF32 = (t: Tensor) => (t.dtype === "bf16" ? bf16ArrayToF32 : fp16ArrayToF32)(t.toHost().host as Uint16Array);
 
