@@ -70,6 +70,15 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 #define MLA_DENSE_V1R_EARLY 0
 #endif
 
+// MLA_PIPE_QROPE_REGS (a timing experiment written after the last device call, not yet run): seesaw_pipe
+//   holds Q's RoPE tile (tile 8) in registers, 16 per thread (251 in all, no spill), and issues that tile
+//   of Q·Kᵀ as an RS wgmma (FlashMLA's form): less shared-memory traffic per Q·Kᵀ. sP1 then lives in Q's
+//   tile 8 (its shared memory is free), so W1 refills K1's tile 8 with tiles 4-7 right after P1·V1R
+//   (refill_qr), and its next Q·K1ᵀ (tiles 4-8 first) reads only tiles it refilled itself.
+#ifndef MLA_PIPE_QROPE_REGS
+#define MLA_PIPE_QROPE_REGS 0
+#endif
+
 // seesaw_pipe, measured and not kept (H200, one call each against the kept form, docs/dense-decode.md
 // §10): W1 queuing its next Q·K1ᵀ only after all of W0's (dense-compute 545.5 vs 537.9 µs, mtp 1006.5
 // vs 974.4); without the sP0·V0R-first order (538.7, 974.5: no gain, and the early SCALE1 needs it).
@@ -108,6 +117,9 @@ static_assert(SMEM_BYTES <= 232448, "fits the opt-in shared memory of an H100/H2
 
 // The P tile of block `stage` lives in that block's RoPE tile (see Smem).
 __device__ __forceinline__ uint8_t* p_tile(Smem& sm, int stage) { return sm.k[stage] + (NUM_TILES - 1) * TILE_BYTES; }
+// seesaw_pipe's sP1: in Q's tile 8 when that tile is held in registers (QR), else in K1's.
+template <bool QR>
+__device__ __forceinline__ uint8_t* p1_tile(Smem& sm) { return QR ? sm.q + (NUM_TILES - 1) * TILE_BYTES : p_tile(sm, 1); }
 
 // S = Q·Kᵀ for one 64-token block, waiting on each tile's barrier just before its four k-steps. With
 // `arrive_before` < NUM_TILES (W0, MLA_DENSE_QK0_FIRST), each warp's lane 0 arrives on qk0_issued once
@@ -180,16 +192,35 @@ __device__ __forceinline__ void take_scale1(float (&m)[2], float (&l)[2], float 
 // from tile 8 to tile 0, each once its TMA load (parity `phase`) has landed, as one commit group that
 // is not waited for here. `starts`: the first of them overwrites S.
 template <typename T>
-__device__ __forceinline__ void qk_issue(float (&s)[32], Smem& sm, int stage, uint32_t phase, int first, int count, bool starts) {
+__device__ __forceinline__ void qk_issue(float (&s)[32], Smem& sm, int stage, uint32_t phase, int first, int count, bool starts, const uint32_t (&qrope)[4][4]) {
   const uint32_t q = ptx::smem_addr(sm.q), k = ptx::smem_addr(sm.k[stage]);
   ptx::wgmma_fence();
 #pragma unroll
   for (int i = 0; i < count; ++i) {
     const int t = (first + i) % NUM_TILES;
     ptx::mbarrier_wait(&sm.kfull[stage][t], phase);
-    qk_tile<T>(s, q, k, t, starts && i == 0);
+    if (MLA_PIPE_QROPE_REGS && t == NUM_TILES - 1) {
+      // Never the first tile of a block's sum (W0 reads it last, W1 fifth), so it accumulates.
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) ptx::wgmma_m64n64k16_rs<T>(s, qrope[kk], ptx::smem_desc_sw128(k + t * TILE_BYTES + kk * 32, 16, 1024));
+    } else {
+      qk_tile<T>(s, q, k, t, starts && i == 0);
+    }
   }
   ptx::wgmma_commit();
+}
+
+// MLA_PIPE_QROPE_REGS: this thread's A fragments of Q's tile 8 (k-step kk, register x: row
+// 16·warp + lane/4 + 8·(x & 1), dims 16·kk + 8·(x >> 1) + 2·(lane % 4) + {0, 1}), read from its SW128 copy.
+__device__ __forceinline__ void load_qrope(uint32_t (&qrope)[4][4], const Smem& sm, int warp_in_wg, int lane) {
+  const uint8_t* tile = sm.q + (NUM_TILES - 1) * TILE_BYTES;
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      const int r = 16 * warp_in_wg + lane / 4 + 8 * (x & 1);
+      qrope[kk][x] = *reinterpret_cast<const uint32_t*>(tile + sw128(r, 2 * kk + (x >> 1)) + 4 * (lane % 4));
+    }
 }
 
 // seesaw_pipe's softmax step in two halves, so a warpgroup publishes its new max and scale before its
@@ -381,9 +412,9 @@ enum : int { REFILL_K1_RIGHT = 3, REFILL_K0_RIGHT_P = 4 };
 template <bool MC>
 __device__ __forceinline__ void refill(const DenseParams& p, Smem& sm, const Pair& next, int g, int hk, uint64_t policy, uint32_t& empty_phase, int lane) {
   struct Span { int stage, t0, t1; };
-  // Rows 3-4 (REFILL_RIGHT in two parts) are used only by MLA_DENSE_V1R_EARLY. Keep five rows: with
-  // three, nvcc orders registers differently in the PTX and ptxas allocates every kernel here differently
-  // from the builds that were measured.
+  // Rows 3-4 (REFILL_RIGHT in two parts) are used by MLA_DENSE_V1R_EARLY and seesaw_pipe. Keep five rows:
+  // with three, nvcc orders registers differently in the PTX and ptxas allocates every kernel here
+  // differently from the builds that were measured.
   const Span spans[5][2] = {{{0, 0, 4}, {0, 0, 0}}, {{1, 0, 4}, {1, NUM_TILES - 1, NUM_TILES}}, {{0, 4, NUM_TILES}, {1, 4, NUM_TILES - 1}},
                             {{1, 4, NUM_TILES - 1}, {1, 0, 0}}, {{0, 4, NUM_TILES}, {0, 0, 0}}};
   if constexpr (!MC) {
@@ -422,6 +453,16 @@ struct Flag {
   static constexpr bool value = B;
 };
 
+// seesaw_pipe with MLA_PIPE_QROPE_REGS (no multicast): sP1 lives in Q's tile 8, so K1's tile 8 goes with
+// K1's tiles 4-7 (REFILL_K1_RIGHT, W1's, after P1·V1R) instead of with 0-3 (REFILL_K1_LEFT_P, W0's).
+__device__ __forceinline__ void refill_qr(const DenseParams& p, Smem& sm, const Pair& next, int g, int hk, uint64_t policy, int lane) {
+  if (lane != 0) return;
+  if (g == REFILL_K0_LEFT) load_tiles(p, sm, next, 0, 0, 4, hk, policy);
+  else if (g == REFILL_K1_LEFT_P) load_tiles(p, sm, next, 1, 0, 4, hk, policy);
+  else if (g == REFILL_K1_RIGHT) load_tiles(p, sm, next, 1, 4, NUM_TILES, hk, policy);
+  else if (g == REFILL_K0_RIGHT_P) load_tiles(p, sm, next, 0, 4, NUM_TILES, hk, policy);
+}
+
 template <typename T, bool FAST, bool MC, bool PIPE>
 __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const SchedMeta& meta, int m_block, int hk) {
   // wg comes from a shuffle so ptxas can see it is warp-uniform: with a plain threadIdx.x / 128 it treats
@@ -453,11 +494,15 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       if (lane == 0) ptx::mbarrier_arrive(&sm.wg_free[g]);
       if (warp_u == 0) {
         ptx::mbarrier_wait(&sm.wg_free[g], phase);
-        refill<MC>(p, sm, next, g, hk, policy, empty_phase, lane);
+        if constexpr (PIPE && MLA_PIPE_QROPE_REGS) refill_qr(p, sm, next, g, hk, policy, lane);
+        else refill<MC>(p, sm, next, g, hk, policy, empty_phase, lane);
       }
     } else {
       ptx::named_barrier_sync(bar, 128);
-      if (warp_u == 0) refill<MC>(p, sm, next, g, hk, policy, empty_phase, lane);
+      if (warp_u == 0) {
+        if constexpr (PIPE && MLA_PIPE_QROPE_REGS) refill_qr(p, sm, next, g, hk, policy, lane);
+        else refill<MC>(p, sm, next, g, hk, policy, empty_phase, lane);
+      }
     }
   };
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
@@ -535,6 +580,8 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     };
 
     if constexpr (PIPE) {
+      uint32_t qrope[4][4];
+      if constexpr (MLA_PIPE_QROPE_REGS) load_qrope(qrope, sm, warp_in_wg, lane);
       // One pair; LAST: the request's last, after which nothing is queued (the next request needs its own
       // Q first). The last pair is its own copy of the body, not a branch: with the next Q·Kᵀ queued
       // under a runtime condition, ptxas could not tell whether S was in flight where the paths meet
@@ -571,13 +618,13 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           exp_sum(s, l, m, scale0, p.scale_log2);
           w0_steps_3_4(scale0, blk0, blk1, next);
           ptx::mbarrier_wait(&sm.pv0r_issued, phase);  // W1 queued sP0·V0R (and stored sP1)
-          pv_ss<T>(o, p_tile(sm, 1), sm.k[1], 0);  // O_L += sP1·V1L
+          pv_ss<T>(o, p1_tile<PIPE && MLA_PIPE_QROPE_REGS>(sm), sm.k[1], 0);  // O_L += sP1·V1L
           if constexpr (!LAST) {
-            qk_issue<T>(s, sm, 0, phase ^ 1, 0, 4, true);
+            qk_issue<T>(s, sm, 0, phase ^ 1, 0, 4, true, qrope);
             ptx::wgmma_wait<1>();  // sP1·V1L only
             ptx::fence_regs(o);
             release_and_refill(BAR_WG0, REFILL_K1_LEFT_P, next);
-            qk_issue<T>(s, sm, 0, phase ^ 1, 4, NUM_TILES - 4, false);
+            qk_issue<T>(s, sm, 0, phase ^ 1, 4, NUM_TILES - 4, false, qrope);
           } else {
             ptx::wgmma_wait<0>();
             ptx::fence_regs(o);
@@ -607,7 +654,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           exp_sum(s, l, m, scale01, p.scale_log2);
           uint32_t p1[4][4];
           pack_p<T>(p1, s);
-          store_p(p_tile(sm, 1), p1, warp_in_wg, lane);
+          store_p(p1_tile<PIPE && MLA_PIPE_QROPE_REGS>(sm), p1, warp_in_wg, lane);
           ptx::fence_proxy_async_smem();
           w1_steps_4_5(scale01, p1, blk0, blk1);
           __syncwarp();
@@ -617,13 +664,13 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           ptx::wgmma_wait<0>();
           ptx::fence_regs(o);
           release_and_refill(BAR_WG1, REFILL_K0_RIGHT_P, next);
-          if constexpr (!LAST) qk_issue<T>(s, sm, 1, phase ^ 1, 4, NUM_TILES, true);
+          if constexpr (!LAST) qk_issue<T>(s, sm, 1, phase ^ 1, 4, NUM_TILES, true, qrope);
         }
       };
       if (start_blk < end_blk) {
         // The first pair's S is queued here; every pair then queues the next one's behind its last P·V.
-        if (wg == 0) qk_issue<T>(s, sm, 0, phase, 0, NUM_TILES, true);
-        else qk_issue<T>(s, sm, 1, phase, 4, NUM_TILES, true);
+        if (wg == 0) qk_issue<T>(s, sm, 0, phase, 0, NUM_TILES, true, qrope);
+        else qk_issue<T>(s, sm, 1, phase, 4, NUM_TILES, true, qrope);
         int blk0 = start_blk;
         for (; blk0 + 2 < end_blk; blk0 += 2, phase ^= 1) pipe_pair(blk0, Flag<false>{});
         pipe_pair(blk0, Flag<true>{});
