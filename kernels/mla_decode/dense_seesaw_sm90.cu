@@ -22,6 +22,8 @@
 // each warpgroup refills the tiles it was the last to read as soon as it is done with them: W0 tiles
 // 0-3 (V's left half) of both blocks and K1's tile 8, W1 the other tiles 4-8. P tiles travel between the
 // warpgroups in the blocks' RoPE tiles, which V does not use.
+#include <cuda/std/type_traits>
+
 #include "decode_common.cuh"
 
 MLA_EXPORT_LAYOUT(dense_seesaw_params_layout, mla::DenseParams, MLA_OFFSETS_DENSE)
@@ -74,7 +76,7 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 //   holds Q's RoPE tile (tile 8) in registers, 16 per thread (251 in all, no spill), and issues that tile
 //   of Q·Kᵀ as an RS wgmma (FlashMLA's form): less shared-memory traffic per Q·Kᵀ. sP1 then lives in Q's
 //   tile 8 (its shared memory is free), so W1 refills K1's tile 8 with tiles 4-7 right after P1·V1R
-//   (refill_qr), and its next Q·K1ᵀ (tiles 4-8 first) reads only tiles it refilled itself.
+//   (refill's QR spans), and its next Q·K1ᵀ (tiles 4-8 first) reads only tiles it refilled itself.
 #ifndef MLA_PIPE_QROPE_REGS
 #define MLA_PIPE_QROPE_REGS 0
 #endif
@@ -241,8 +243,9 @@ __device__ __forceinline__ void exp_sum(float (&s)[32], float (&l)[2], const flo
   for (int half = 0; half < 2; ++half) l[half] = l[half] * scale[half] + exponentiate_scaled(s, half, m[half], sc);
 }
 
-// Scales scores to the log2 domain and masks tokens at or past each row's limit (-inf). FAST: when no
-// row of the warp ends inside this block (the common case), the per-element compare is skipped.
+// Scales scores to the log2 domain (SCALE; seesaw_pipe scales inside its exponent instead) and masks
+// tokens at or past each row's limit (-inf). FAST: when no row of the warp ends inside this block (the
+// common case), the per-element compare is skipped.
 template <bool FAST, bool SCALE = true>
 __device__ __forceinline__ void mask_scale(float (&s)[32], const DenseParams& p, int blk, int lane, const int (&limit)[2]) {
 #ifdef MLA_ABLATE_SOFTMAX
@@ -251,8 +254,10 @@ __device__ __forceinline__ void mask_scale(float (&s)[32], const DenseParams& p,
   const int tok0 = blk * BLOCK_N + 2 * (lane % 4);
   if constexpr (FAST) {
     if (__all_sync(0xFFFFFFFFu, min(limit[0], limit[1]) >= (blk + 1) * BLOCK_N)) {
+      if constexpr (SCALE) {
 #pragma unroll
-      for (int i = 0; i < 32; ++i) s[i] *= SCALE ? p.scale_log2 : 1.0f;
+        for (int i = 0; i < 32; ++i) s[i] *= p.scale_log2;
+      }
       return;
     }
   }
@@ -409,14 +414,16 @@ enum : int { REFILL_K1_RIGHT = 3, REFILL_K0_RIGHT_P = 4 };
 // walk the same blocks) each CTA expects the tiles on its own barriers and tells rank 0; rank 0's warp
 // waits until both CTAs released the group, then lane 0 loads each tile once for both (halving the bytes
 // L2 sends to SMs). The wait is a whole-warp loop: in a divergent path ptxas serializes the wgmmas (C7520).
-template <bool MC>
+template <bool MC, bool QR = false>
 __device__ __forceinline__ void refill(const DenseParams& p, Smem& sm, const Pair& next, int g, int hk, uint64_t policy, uint32_t& empty_phase, int lane) {
   struct Span { int stage, t0, t1; };
-  // Rows 3-4 (REFILL_RIGHT in two parts) are used by MLA_DENSE_V1R_EARLY and seesaw_pipe. Keep five rows:
+  // Rows 3-4 (REFILL_RIGHT in two parts) are used by MLA_DENSE_V1R_EARLY and seesaw_pipe. QR (seesaw_pipe
+  // with MLA_PIPE_QROPE_REGS): sP1 lives in Q's tile 8, so K1's tile 8 goes with tiles 4-7 (row 3, W1's,
+  // after P1·V1R) instead of with 0-3 (row 1, W0's). Keep five rows:
   // with three, nvcc orders registers differently in the PTX and ptxas allocates every kernel here
   // differently from the builds that were measured.
-  const Span spans[5][2] = {{{0, 0, 4}, {0, 0, 0}}, {{1, 0, 4}, {1, NUM_TILES - 1, NUM_TILES}}, {{0, 4, NUM_TILES}, {1, 4, NUM_TILES - 1}},
-                            {{1, 4, NUM_TILES - 1}, {1, 0, 0}}, {{0, 4, NUM_TILES}, {0, 0, 0}}};
+  const Span spans[5][2] = {{{0, 0, 4}, {0, 0, 0}}, {{1, 0, 4}, {1, QR ? 0 : NUM_TILES - 1, QR ? 0 : NUM_TILES}}, {{0, 4, NUM_TILES}, {1, 4, NUM_TILES - 1}},
+                            {{1, 4, QR ? NUM_TILES : NUM_TILES - 1}, {1, 0, 0}}, {{0, 4, NUM_TILES}, {0, 0, 0}}};
   if constexpr (!MC) {
     if (lane == 0) {
 #pragma unroll
@@ -446,21 +453,6 @@ __device__ __forceinline__ void refill(const DenseParams& p, Smem& sm, const Pai
       }
     }
   }
-}
-
-template <bool B>
-struct Flag {
-  static constexpr bool value = B;
-};
-
-// seesaw_pipe with MLA_PIPE_QROPE_REGS (no multicast): sP1 lives in Q's tile 8, so K1's tile 8 goes with
-// K1's tiles 4-7 (REFILL_K1_RIGHT, W1's, after P1·V1R) instead of with 0-3 (REFILL_K1_LEFT_P, W0's).
-__device__ __forceinline__ void refill_qr(const DenseParams& p, Smem& sm, const Pair& next, int g, int hk, uint64_t policy, int lane) {
-  if (lane != 0) return;
-  if (g == REFILL_K0_LEFT) load_tiles(p, sm, next, 0, 0, 4, hk, policy);
-  else if (g == REFILL_K1_LEFT_P) load_tiles(p, sm, next, 1, 0, 4, hk, policy);
-  else if (g == REFILL_K1_RIGHT) load_tiles(p, sm, next, 1, 4, NUM_TILES, hk, policy);
-  else if (g == REFILL_K0_RIGHT_P) load_tiles(p, sm, next, 0, 4, NUM_TILES, hk, policy);
 }
 
 template <typename T, bool FAST, bool MC, bool PIPE>
@@ -494,15 +486,11 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       if (lane == 0) ptx::mbarrier_arrive(&sm.wg_free[g]);
       if (warp_u == 0) {
         ptx::mbarrier_wait(&sm.wg_free[g], phase);
-        if constexpr (PIPE && MLA_PIPE_QROPE_REGS) refill_qr(p, sm, next, g, hk, policy, lane);
-        else refill<MC>(p, sm, next, g, hk, policy, empty_phase, lane);
+        refill<MC, PIPE && MLA_PIPE_QROPE_REGS>(p, sm, next, g, hk, policy, empty_phase, lane);
       }
     } else {
       ptx::named_barrier_sync(bar, 128);
-      if (warp_u == 0) {
-        if constexpr (PIPE && MLA_PIPE_QROPE_REGS) refill_qr(p, sm, next, g, hk, policy, lane);
-        else refill<MC>(p, sm, next, g, hk, policy, empty_phase, lane);
-      }
+      if (warp_u == 0) refill<MC, PIPE && MLA_PIPE_QROPE_REGS>(p, sm, next, g, hk, policy, empty_phase, lane);
     }
   };
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
@@ -672,8 +660,8 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         if (wg == 0) qk_issue<T>(s, sm, 0, phase, 0, NUM_TILES, true, qrope);
         else qk_issue<T>(s, sm, 1, phase, 4, NUM_TILES, true, qrope);
         int blk0 = start_blk;
-        for (; blk0 + 2 < end_blk; blk0 += 2, phase ^= 1) pipe_pair(blk0, Flag<false>{});
-        pipe_pair(blk0, Flag<true>{});
+        for (; blk0 + 2 < end_blk; blk0 += 2, phase ^= 1) pipe_pair(blk0, cuda::std::false_type{});
+        pipe_pair(blk0, cuda::std::true_type{});
         phase ^= 1;
       }
     } else {

@@ -270,12 +270,11 @@ export function flashMlaWithKvcache(args: FlashMlaWithKvcacheArgs): FlashMlaResu
     // Clusters pair m-blocks (0, 1), (2, 3), ...: same KV head, same part, so the same K tiles.
     const main = q.dtype === "bf16" ? k.seesawMcBf16 : k.seesawMcFp16;
     main.launch({ grid, block: 256, sharedMemBytes: k.seesawSmemBytes, stream, cluster: [2, 1, 1] }, [{ kind: "bytes", value: params }]);
-  } else if (kernel === "seesaw_pipe") {
-    const main = q.dtype === "bf16" ? k.seesawPipeBf16 : k.seesawPipeFp16;
-    main.launch({ grid, block: 256, sharedMemBytes: k.seesawSmemBytes, stream }, [{ kind: "bytes", value: params }]);
-  } else if (kernel === "seesaw" || kernel === "seesaw_fast" || kernel === "seesaw_mc") {
-    const fast = kernel !== "seesaw";
-    const main = q.dtype === "bf16" ? (fast ? k.seesawFastBf16 : k.seesawBf16) : fast ? k.seesawFastFp16 : k.seesawFp16;
+  } else if (kernel !== "v1") {
+    // seesaw, seesaw_pipe, seesaw_fast, and seesaw_mc where the m-block count is odd (it runs seesaw_fast).
+    const bf16 = q.dtype === "bf16";
+    const main =
+      kernel === "seesaw" ? (bf16 ? k.seesawBf16 : k.seesawFp16) : kernel === "seesaw_pipe" ? (bf16 ? k.seesawPipeBf16 : k.seesawPipeFp16) : bf16 ? k.seesawFastBf16 : k.seesawFastFp16;
     main.launch({ grid, block: 256, sharedMemBytes: k.seesawSmemBytes, stream }, [{ kind: "bytes", value: params }]);
   } else {
     const main = q.dtype === "bf16" ? k.denseBf16 : k.denseFp16;
