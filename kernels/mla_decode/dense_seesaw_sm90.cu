@@ -72,13 +72,27 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 #define MLA_DENSE_V1R_EARLY 0
 #endif
 
-// MLA_PIPE_QROPE_REGS (a timing experiment written after the last device call, not yet run): seesaw_pipe
-//   holds Q's RoPE tile (tile 8) in registers, 16 per thread (251 in all, no spill), and issues that tile
-//   of Q·Kᵀ as an RS wgmma (FlashMLA's form): less shared-memory traffic per Q·Kᵀ. sP1 then lives in Q's
-//   tile 8 (its shared memory is free), so W1 refills K1's tile 8 with tiles 4-7 right after P1·V1R
-//   (refill's QR spans), and its next Q·K1ᵀ (tiles 4-8 first) reads only tiles it refilled itself.
+// MLA_PIPE_QROPE_REGS (on by default; 0 builds seesaw_pipe's previous form): seesaw_pipe holds Q's RoPE
+//   tile (tile 8) in registers, 16 per thread (251 in all, no spill), and issues that tile of Q·Kᵀ as an
+//   RS wgmma (FlashMLA's form). Q·Kᵀ with both operands in shared memory at n = 64 asks for the whole
+//   128 B/clock of shared-memory bandwidth (2 KB of Q + 2 KB of K per 32-cycle k-step), so every TMA
+//   write landing during it slows it; the RS tile asks for half. sP1 then lives in Q's tile 8 (its shared
+//   memory is free), so W1 refills K1's tile 8 with tiles 4-7 right after P1·V1R (refill's QR spans), and
+//   its next Q·K1ᵀ (tiles 4-8 first) reads only tiles it refilled itself. H200, one call (ac846a5, records
+//   `…-exp8a-*`): dense-compute 505.1 vs 518.5 µs, -mtp 927.9 vs 941.5, no-loads builds 450.6 vs 464.7;
+//   the memory-bound and latency cases within 0.7 µs; seesawPipe.test 3/3 (dense grid 224/224).
 #ifndef MLA_PIPE_QROPE_REGS
-#define MLA_PIPE_QROPE_REGS 0
+#define MLA_PIPE_QROPE_REGS 1
+#endif
+
+// MLA_PIPE_LAZY_MAX (a timing experiment; τ in log2 units, 0 = off): seesaw_pipe moves a row's running
+//   max only when a block's row max exceeds it by more than τ (FlashAttention-4's conditional rescale),
+//   so after the first block the factors are exactly 1 and the warp-vote fast paths skip the O and P
+//   rescales (with tiny N(0, 0.1) data a new, slightly larger max turns up in ~1/k of the k-th block's
+//   rows, so ~40 % of blocks still rescaled). Exact: P = 2^(S·c - m) is then at most 2^τ, which bf16/fp16
+//   P holds with the same relative precision, and l, O and the LSE use the same m.
+#ifndef MLA_PIPE_LAZY_MAX
+#define MLA_PIPE_LAZY_MAX 0
 #endif
 
 // seesaw_pipe, measured and not kept (H200, one call each against the kept form, docs/dense-decode.md
@@ -89,6 +103,25 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 // prefetched into L2 (cp.async.bulk.prefetch.tensor) after W0's Q·K0ᵀ or at the top of the iteration,
 // and the K tiles loaded with L2::evict_normal: all slower, the memory-bound cases by 14-24 %; W1 taking
 // its row maxima before it waits for W0's scales: no faster (546.2 vs 545.7 µs).
+
+// MLA_TRACE=N (a diagnostic build, not a shipped option): seesaw_pipe records clock64 at its schedule's
+// events, from lane 0 of each warpgroup's first warp, for the first N pairs of CTA (0, 0, 0) in every
+// launch (the last launch's stay), into mla_trace[warpgroup][pair][event]; scripts/device/traceDense.mjs
+// runs a case and prints the timeline. The events are listed there (TRACE_EVENTS_W0/W1).
+#ifdef MLA_TRACE
+constexpr int TRACE_EVENTS = 16;
+extern "C" {
+__device__ long long mla_trace[2][MLA_TRACE][TRACE_EVENTS];
+}
+#define TRACE(ev)                                                                               \
+  do {                                                                                          \
+    if (trace_pair < MLA_TRACE && lane == 0 && warp_u == 0) mla_trace[wg][trace_pair][ev] = clock64(); \
+  } while (0)
+#else
+#define TRACE(ev) \
+  do {            \
+  } while (0)
+#endif
 
 struct __align__(1024) Smem {
   uint8_t q[QK_BYTES];
@@ -234,7 +267,9 @@ template <bool FAST>
 __device__ __forceinline__ void new_max(const float (&s)[32], const float (&m_old)[2], float (&m_new)[2], float (&scale)[2], float sc) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    m_new[half] = fmaxf(m_old[half], row_max<FAST>(s, half) * sc);
+    const float mx = row_max<FAST>(s, half) * sc;
+    if constexpr (MLA_PIPE_LAZY_MAX > 0) m_new[half] = mx > m_old[half] + float(MLA_PIPE_LAZY_MAX) ? mx : m_old[half];
+    else m_new[half] = fmaxf(m_old[half], mx);
     scale[half] = ptx::exp2_approx(m_old[half] - m_new[half]);
   }
 }
@@ -471,6 +506,9 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
   // mbarriers, each completed once per iteration (group) or per use (sync).
   uint32_t wg_sync_phase = 0;
   uint32_t l_phase = 0;  // parity of sm.l_ready, flips once per request
+#ifdef MLA_TRACE
+  int trace_pair = (blockIdx.x | blockIdx.y | blockIdx.z) == 0 ? 0 : MLA_TRACE;
+#endif
   auto wg_sync = [&](uint32_t bar) {
     if constexpr (MLA_DENSE_WG_MBARRIERS) {
       ptx::mbarrier_arrive(&sm.wg_sync[bar - BAR_WG0]);
@@ -535,10 +573,13 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       uint32_t p0[4][4];
       pack_p<T>(p0, s);
       pv_rs<T>(o, p0, sm.k[0], 0);  // O_L += P0·V0L
+      if constexpr (PIPE) TRACE(4);
       ptx::wgmma_wait<0>();
       ptx::fence_regs(o);
+      if constexpr (PIPE) TRACE(5);
       release_and_refill(BAR_WG0, REFILL_K0_LEFT, next);
       ptx::named_barrier_sync(BAR_SCALE1_READY, CONSUMER_THREADS);
+      if constexpr (PIPE) TRACE(6);
       float scale1[2];
       take_scale1(m, l, scale1, sm, warp_in_wg, lane);
       scale_p<T, FAST>(p0, scale1);
@@ -563,7 +604,9 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         wg_sync(BAR_WG1);
       }
       pv_rs<T>(o, p1, sm.k[1], 4);  // O_R += P1·V1R
+      if constexpr (PIPE) TRACE(5);
       ptx::named_barrier_sync(BAR_P0_READY, CONSUMER_THREADS);
+      if constexpr (PIPE) TRACE(6);
       pv_ss<T>(o, p_tile(sm, 0), sm.k[0], 4);  // O_R += sP0·V0R
     };
 
@@ -590,8 +633,10 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         //    and S stays unscaled: the exponent is one fma.
         // H200, one call (docs/dense-decode.md §10): dense-compute 522.2 vs seesaw_fast 531.7 µs, -mtp
         // 939.3 vs 1002.0; the memory-bound and latency cases 0-2 µs slower.
+        TRACE(0);
         ptx::wgmma_wait<0>();
         ptx::fence_regs(s);
+        TRACE(1);
         if (wg == 0) {
           mask_scale<FAST, false>(s, p, blk0, lane, limit);
           float scale0[2], m_new[2];
@@ -603,16 +648,24 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
             m[half] = m_new[half];
           }
           ptx::named_barrier_arrive(BAR_SCALE0_READY, CONSUMER_THREADS);
+          TRACE(2);
           exp_sum(s, l, m, scale0, p.scale_log2);
+          TRACE(3);
           w0_steps_3_4(scale0, blk0, blk1, next);
+          TRACE(7);
           ptx::mbarrier_wait(&sm.pv0r_issued, phase);  // W1 queued sP0·V0R (and stored sP1)
+          TRACE(8);
           pv_ss<T>(o, p1_tile<PIPE && MLA_PIPE_QROPE_REGS>(sm), sm.k[1], 0);  // O_L += sP1·V1L
           if constexpr (!LAST) {
             qk_issue<T>(s, sm, 0, phase ^ 1, 0, 4, true, qrope);
+            TRACE(9);
             ptx::wgmma_wait<1>();  // sP1·V1L only
             ptx::fence_regs(o);
+            TRACE(10);
             release_and_refill(BAR_WG0, REFILL_K1_LEFT_P, next);
+            TRACE(11);
             qk_issue<T>(s, sm, 0, phase ^ 1, 4, NUM_TILES - 4, false, qrope);
+            TRACE(12);
           } else {
             ptx::wgmma_wait<0>();
             ptx::fence_regs(o);
@@ -621,6 +674,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         } else {
           mask_scale<FAST, false>(s, p, blk1, lane, limit);
           ptx::named_barrier_sync(BAR_SCALE0_READY, CONSUMER_THREADS);
+          TRACE(2);
           float m0[2], s0[2], m_new[2], s1[2], scale01[2];
 #pragma unroll
           for (int half = 0; half < 2; ++half) {
@@ -639,20 +693,27 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           // W0 reads sP1 only after pv0r_issued, which each W1 warp arrives on after storing it, so
           // SCALE1 carries only the max and scale and goes out before the exponentials.
           ptx::named_barrier_arrive(BAR_SCALE1_READY, CONSUMER_THREADS);
+          TRACE(3);
           exp_sum(s, l, m, scale01, p.scale_log2);
           uint32_t p1[4][4];
           pack_p<T>(p1, s);
           store_p(p1_tile<PIPE && MLA_PIPE_QROPE_REGS>(sm), p1, warp_in_wg, lane);
           ptx::fence_proxy_async_smem();
+          TRACE(4);
           w1_steps_4_5(scale01, p1, blk0, blk1);
+          TRACE(7);
           __syncwarp();
           if (lane == 0) ptx::mbarrier_arrive(&sm.pv0r_issued);
           ptx::wgmma_wait<1>();  // P1·V1R is done: K1's tiles 4-7 are free
+          TRACE(8);
           release_and_refill(BAR_WG1, REFILL_K1_RIGHT, next);
           ptx::wgmma_wait<0>();
           ptx::fence_regs(o);
+          TRACE(9);
           release_and_refill(BAR_WG1, REFILL_K0_RIGHT_P, next);
+          TRACE(10);
           if constexpr (!LAST) qk_issue<T>(s, sm, 1, phase ^ 1, 4, NUM_TILES, true, qrope);
+          TRACE(11);
         }
       };
       if (start_blk < end_blk) {
@@ -660,7 +721,12 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         if (wg == 0) qk_issue<T>(s, sm, 0, phase, 0, NUM_TILES, true, qrope);
         else qk_issue<T>(s, sm, 1, phase, 4, NUM_TILES, true, qrope);
         int blk0 = start_blk;
-        for (; blk0 + 2 < end_blk; blk0 += 2, phase ^= 1) pipe_pair(blk0, cuda::std::false_type{});
+        for (; blk0 + 2 < end_blk; blk0 += 2, phase ^= 1) {
+          pipe_pair(blk0, cuda::std::false_type{});
+#ifdef MLA_TRACE
+          ++trace_pair;
+#endif
+        }
         pipe_pair(blk0, cuda::std::true_type{});
         phase ^= 1;
       }

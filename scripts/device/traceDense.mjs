@@ -1,0 +1,74 @@
+// Prints seesaw_pipe's schedule as it ran: a build with -DMLA_TRACE=N (scripts/buildExperiments.sh
+// "trace:-DMLA_TRACE=48") records clock64 at the events below for CTA (0, 0, 0)'s first N pairs; this
+// runs one case a few times with that build and prints, per warpgroup, the median cycles from the top
+// of a pair to each event over the steady pairs (the first two and the last skipped), then pair 8's
+// raw timeline for both warpgroups on one clock. Run from the project root on the GPU host:
+//   FLASHMLA_KERNEL_DIR=dist/kernels-trace bash .gpu/enter.sh node scripts/device/traceDense.mjs [case] [kernel]
+// (case: dense-compute (default) or dense-compute-mtp; kernel: dense_seesaw_pipe).
+import { flashMlaWithKvcache, getMlaMetadata, Stream } from "../../dist/src/index.js";
+import { decodeKernels } from "../../dist/src/mla/decodeKernels.js";
+import { makeGpuDenseCase } from "../../dist/src/bench/makeGpuDenseCase.js";
+
+const TRACE_EVENTS = 16;
+// What each event index means (dense_seesaw_sm90.cu, TRACE(n)); "→" = queued on the tensor pipe.
+const EVENTS = [
+  [
+    "top of pair (before waiting for S0)", "S0 ready", "m0, s0 published (SCALE0)", "P0 = exp done",
+    "→ P0·V0L", "P0·V0L retired", "SCALE1 received", "sP0 stored, O_L rescaled", "pv0r_issued seen",
+    "→ sP1·V1L, → next S0 tiles 0-3 (after their loads)", "sP1·V1L retired", "K1 left refilled",
+    "→ next S0 tiles 4-8 (after their loads)",
+  ],
+  [
+    "top of pair (before waiting for S1)", "S1 ready", "SCALE0 received", "m1, s1 published (SCALE1)",
+    "P1 = exp done, sP1 stored", "→ P1·V1R", "P0_READY received", "→ sP0·V0R", "P1·V1R retired",
+    "sP0·V0R retired", "K0 right refilled", "→ next S1 tiles 4-8, 0-3 (after their loads)",
+  ],
+];
+
+const caseName = process.argv[2] ?? "dense-compute";
+const kernel = process.argv[3] ?? "dense_seesaw_pipe";
+const s_q = caseName === "dense-compute-mtp" ? 2 : 1;
+const stream = new Stream();
+const b = 128;
+const gc = makeGpuDenseCase({ b, s_q, h_q: 128, h_kv: 1, seqlens: Array(b).fill(8192), causal: s_q > 1, dtype: "bf16" }, { seed: 11, stream });
+const meta = getMlaMetadata();
+for (let i = 0; i < 5; i++) {
+  const { out, lse } = flashMlaWithKvcache({ ...gc, schedMeta: meta, stream, kernel: kernel.replace(/^dense_/, "") });
+  stream.synchronize();
+  out.dispose();
+  lse.dispose();
+}
+const bytes = decodeKernels(0).seesawPipeBf16.module.readGlobal("mla_trace");
+const t = new BigInt64Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 8);
+const pairs = t.length / (2 * TRACE_EVENTS);
+const at = (wg, pair, ev) => t[(wg * pairs + pair) * TRACE_EVENTS + ev];
+let last = 0;
+while (last < pairs && at(0, last, 0) !== 0n && at(1, last, 0) !== 0n) last++;
+console.log(`${caseName}, ${kernel}: ${last} of ${pairs} traced pairs recorded (CTA 0, last of 5 calls)`);
+const steady = [];
+for (let p = 2; p < last - 1; p++) steady.push(p);
+const median = (xs) => {
+  const v = [...xs].sort((x, y) => x - y);
+  return v.length === 0 ? NaN : v[Math.floor(v.length / 2)];
+};
+// A pair's period: W0's top to the next pair's top.
+const periods = steady.map((p) => Number(at(0, p + 1, 0) - at(0, p, 0)));
+console.log(`pair period (W0 top to next top): median ${median(periods)} cycles, min ${Math.min(...periods)}, max ${Math.max(...periods)}`);
+for (let wg = 0; wg < 2; wg++) {
+  console.log(`W${wg}: cycles from W0's top of the pair, median over ${steady.length} pairs (and the step from the previous event)`);
+  let prev = 0;
+  EVENTS[wg].forEach((name, ev) => {
+    const d = median(steady.map((p) => Number(at(wg, p, ev) - at(0, p, 0))));
+    console.log(`  ${String(ev).padStart(2)} ${String(d).padStart(7)} ${`(+${d - prev})`.padStart(8)}  ${name}`);
+    prev = d;
+  });
+}
+const show = Math.min(8, last - 2);
+if (show >= 0) {
+  console.log(`pair ${show}, raw (cycles from W0's top):`);
+  for (let wg = 0; wg < 2; wg++)
+    console.log(`  W${wg}: ${EVENTS[wg].map((_, ev) => Number(at(wg, show, ev) - at(0, show, 0))).join(" ")}`);
+}
+meta.dispose();
+gc.dispose();
+stream.dispose();
