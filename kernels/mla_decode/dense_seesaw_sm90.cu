@@ -85,14 +85,16 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 #define MLA_PIPE_QROPE_REGS 1
 #endif
 
-// MLA_PIPE_LAZY_MAX (a timing experiment; τ in log2 units, 0 = off): seesaw_pipe moves a row's running
-//   max only when a block's row max exceeds it by more than τ (FlashAttention-4's conditional rescale),
-//   so after the first block the factors are exactly 1 and the warp-vote fast paths skip the O and P
-//   rescales (with tiny N(0, 0.1) data a new, slightly larger max turns up in ~1/k of the k-th block's
-//   rows, so ~40 % of blocks still rescaled). Exact: P = 2^(S·c - m) is then at most 2^τ, which bf16/fp16
-//   P holds with the same relative precision, and l, O and the LSE use the same m.
+// MLA_PIPE_LAZY_MAX (τ in log2 units, default 8; 0 = the exact running max): seesaw_pipe moves a row's
+//   running max only when a block's row max exceeds it by more than τ (FlashAttention-4's conditional
+//   rescale), so after the first block the factors are exactly 1 and the warp-vote fast paths skip the O
+//   and P rescales (with the exact max, a new, slightly larger maximum turns up in ~1/k of the k-th
+//   block's rows, so ~40 % of a warp's blocks still rescaled). Exact: P = 2^(S·c - m) is then at most 2^τ,
+//   which bf16/fp16 P holds with the same relative precision, and l, O and the LSE use the same m.
+//   H200, one call (8abdd11, records `…-exp8b-*`): dense-compute 496.5 vs 508.8 µs, -mtp 899.0 vs
+//   928.7, dense-b1 41.2 vs 42.3, the memory-bound cases within 1 µs; seesawPipe.test 3/3 (grid 224/224).
 #ifndef MLA_PIPE_LAZY_MAX
-#define MLA_PIPE_LAZY_MAX 0
+#define MLA_PIPE_LAZY_MAX 8
 #endif
 
 // seesaw_pipe, measured and not kept (H200, one call each against the kept form, docs/dense-decode.md

@@ -28,7 +28,7 @@ const EVENTS = [
 const caseName = process.argv[2] ?? "dense-compute";
 const kernel = process.argv[3] ?? "dense_seesaw_pipe";
 const s_q = caseName === "dense-compute-mtp" ? 2 : 1;
-const stream = new Stream();
+const stream = Stream.create();
 const b = 128;
 const gc = makeGpuDenseCase({ b, s_q, h_q: 128, h_kv: 1, seqlens: Array(b).fill(8192), causal: s_q > 1, dtype: "bf16" }, { seed: 11, stream });
 const meta = getMlaMetadata();
