@@ -33,7 +33,7 @@ const b = 128;
 const gc = makeGpuDenseCase({ b, s_q, h_q: 128, h_kv: 1, seqlens: Array(b).fill(8192), causal: s_q > 1, dtype: "bf16" }, { seed: 11, stream });
 const meta = getMlaMetadata();
 for (let i = 0; i < 5; i++) {
-  const { out, lse } = flashMlaWithKvcache({ ...gc, schedMeta: meta, stream, kernel: kernel.replace(/^dense_/, "") });
+  const { out, lse } = flashMlaWithKvcache({ ...gc, headDimV: 512, schedMeta: meta, stream, kernel: kernel.replace(/^dense_/, "") });
   stream.synchronize();
   out.dispose();
   lse.dispose();

@@ -51,19 +51,20 @@ describeGpu("seesaw_pipe (FlashMLA's rotated loop)", () => {
   });
 
   test("seesaw_pipe's lazy running max (moved only by jumps > 2^8) matches the CPU reference when block maxima jump up and down", () => {
-    // q ×20 and each key block ×e^U(0,3): block maxima from ~0.5 to ~15 log2 units, so rows see the max
-    // move by more than τ = 8 mid-sequence (a rescale), by less (kept: P up to 2^8) and fall back.
+    // The RoPE dims (not part of V, so the outputs keep their usual size) of q ×30 and of each key block
+    // ×e^U(0,5): block maxima from ~0.4 to ~50 log2 units, so rows see the max move by more than τ = 8
+    // mid-sequence (a rescale), by less (kept: P up to 2^8) and fall back.
     const rng = new Rng(4343);
     for (const dtype of ["bf16", "fp16"] as const) {
       const seqlens = [1500, 900, 2000, 130];
       const host = makeDenseCase({ seed: 9450, b: seqlens.length, s_q: 2, h_q: 128, h_kv: 1, seqlens, causal: true, dtype });
       const [toF, fromF] = dtype === "bf16" ? [bf16ArrayToF32, f32ArrayToBf16] : [fp16ArrayToF32, f32ArrayToFp16];
       const q = host.q.host as Uint16Array, k = host.kCache.host as Uint16Array;
-      q.set(fromF(toF(q).map((x) => 20 * x)));
+      q.set(fromF(toF(q).map((x, i) => (i % 576 >= 512 ? 30 * x : x))));
       const kf = toF(k), row = 576;
       for (let blk = 0; blk < kf.length / (64 * row); blk++) {
-        const a = Math.exp(3 * rng.uniform());
-        for (let i = blk * 64 * row; i < (blk + 1) * 64 * row; i++) kf[i] *= a;
+        const a = Math.exp(5 * rng.uniform());
+        for (let i = blk * 64 * row; i < (blk + 1) * 64 * row; i++) if (i % row >= 512) kf[i] *= a;
       }
       k.set(fromF(kf));
       // The case must reach both paths: in some rows a later block's max exceeds the running max by
