@@ -502,4 +502,12 @@ __device__ __forceinline__ float exp2_approx(float x) {
   return y;
 }
 
+// mov.u64 %globaltimer: nanoseconds of the GPU's global timer (diagnostic builds: with clock64 over the
+// same span it gives the SM clock the kernel ran at).
+__device__ __forceinline__ unsigned long long globaltimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
 }  // namespace ptx

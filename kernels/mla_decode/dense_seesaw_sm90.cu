@@ -97,6 +97,16 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 #define MLA_PIPE_LAZY_MAX 8
 #endif
 
+// MLA_PIPE_S0_FIRST (a timing experiment): W1 queues each Q·K1ᵀ only once W0 has queued all of its
+//   Q·K0ᵀ (mbarrier qk0_issued, one arrival per W0 warp), so S0 completes a whole Q·Kᵀ ahead of S1 and
+//   W0's softmax runs while the tensor pipe computes S1. The trace (MLA_TRACE, eighth session) showed the
+//   two Q·Kᵀ interleaved and finishing together, then the pipe idle through W0's max, exponentials and
+//   pack (~700 cycles a pair without loads). Measured slower in the seventh session's first form of
+//   seesaw_pipe (below), before Q's RoPE tile moved to registers and the lazy max.
+#ifndef MLA_PIPE_S0_FIRST
+#define MLA_PIPE_S0_FIRST 0
+#endif
+
 // seesaw_pipe, measured and not kept (H200, one call each against the kept form, docs/dense-decode.md
 // §10): W1 queuing its next Q·K1ᵀ only after all of W0's (dense-compute 545.5 vs 537.9 µs, mtp 1006.5
 // vs 974.4); without the sP0·V0R-first order (538.7, 974.5: no gain, and the early SCALE1 needs it).
@@ -111,9 +121,13 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 // launch (the last launch's stay), into mla_trace[warpgroup][pair][event]; scripts/device/traceDense.mjs
 // runs a case and prints the timeline. The events are listed there (TRACE_EVENTS_W0/W1).
 #ifdef MLA_TRACE
-constexpr int TRACE_EVENTS = 16;
+constexpr int TRACE_EVENTS = 16, TRACE_REQS = 8;
 extern "C" {
 __device__ long long mla_trace[2][MLA_TRACE][TRACE_EVENTS];
+// Per request of CTA 0 (first TRACE_REQS), warpgroup 0: clock64 at the request's top, Q loaded, its
+// pairs done, output stored; and per warpgroup {clock64, globaltimer} at the consumer's start and end.
+__device__ long long mla_trace_req[TRACE_REQS][4];
+__device__ long long mla_trace_span[2][4];
 }
 #define TRACE(ev)                                                                               \
   do {                                                                                          \
@@ -509,7 +523,17 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
   uint32_t wg_sync_phase = 0;
   uint32_t l_phase = 0;  // parity of sm.l_ready, flips once per request
 #ifdef MLA_TRACE
-  int trace_pair = (blockIdx.x | blockIdx.y | blockIdx.z) == 0 ? 0 : MLA_TRACE;
+  const bool trace_cta = (blockIdx.x | blockIdx.y | blockIdx.z) == 0;
+  int trace_pair = trace_cta ? 0 : MLA_TRACE, trace_req = 0;
+  auto trace_req_event = [&](int ev) {
+    if (trace_cta && trace_req < TRACE_REQS && wg == 0 && lane == 0 && warp_u == 0) mla_trace_req[trace_req][ev] = clock64();
+  };
+  if (trace_cta && lane == 0 && warp_u == 0) mla_trace_span[wg][0] = clock64(), mla_trace_span[wg][1] = ptx::globaltimer();
+#define TRACE_REQ(ev) trace_req_event(ev)
+#else
+#define TRACE_REQ(ev) \
+  do {                \
+  } while (0)
 #endif
   auto wg_sync = [&](uint32_t bar) {
     if constexpr (MLA_DENSE_WG_MBARRIERS) {
@@ -539,10 +563,12 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     const int end_blk = req == meta.end_req_idx ? meta.end_block_idx : num_kv_blocks(seqlen);
     const bool is_split = (req == meta.begin_req_idx && meta.is_first_req_splitted) || (req == meta.end_req_idx && meta.is_last_req_splitted);
 
+    TRACE_REQ(0);
     ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);  // the previous request is done with sQ and sm.l
     load_q_dense(p, sm.q, req, m_block, hk, tid, CONSUMER_THREADS);
     ptx::fence_proxy_async_smem();
     ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);
+    TRACE_REQ(1);
 
     // Keys a row may see in this piece: its causal/length limit, and never past the piece's last block
     // (the odd block of the last pair may belong to another part, or not exist).
@@ -667,6 +693,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
             release_and_refill(BAR_WG0, REFILL_K1_LEFT_P, next);
             TRACE(11);
             qk_issue<T>(s, sm, 0, phase ^ 1, 4, NUM_TILES - 4, false, qrope);
+            if (MLA_PIPE_S0_FIRST && lane == 0) ptx::mbarrier_arrive(&sm.qk0_issued);
             TRACE(12);
           } else {
             ptx::wgmma_wait<0>();
@@ -714,14 +741,22 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           TRACE(9);
           release_and_refill(BAR_WG1, REFILL_K0_RIGHT_P, next);
           TRACE(10);
-          if constexpr (!LAST) qk_issue<T>(s, sm, 1, phase ^ 1, 4, NUM_TILES, true, qrope);
+          if constexpr (!LAST) {
+            if constexpr (MLA_PIPE_S0_FIRST) ptx::mbarrier_wait(&sm.qk0_issued, phase ^ 1);
+            qk_issue<T>(s, sm, 1, phase ^ 1, 4, NUM_TILES, true, qrope);
+          }
           TRACE(11);
         }
       };
       if (start_blk < end_blk) {
         // The first pair's S is queued here; every pair then queues the next one's behind its last P·V.
-        if (wg == 0) qk_issue<T>(s, sm, 0, phase, 0, NUM_TILES, true, qrope);
-        else qk_issue<T>(s, sm, 1, phase, 4, NUM_TILES, true, qrope);
+        if (wg == 0) {
+          qk_issue<T>(s, sm, 0, phase, 0, NUM_TILES, true, qrope);
+          if (MLA_PIPE_S0_FIRST && lane == 0) ptx::mbarrier_arrive(&sm.qk0_issued);
+        } else {
+          if constexpr (MLA_PIPE_S0_FIRST) ptx::mbarrier_wait(&sm.qk0_issued, phase);
+          qk_issue<T>(s, sm, 1, phase, 4, NUM_TILES, true, qrope);
+        }
         int blk0 = start_blk;
         for (; blk0 + 2 < end_blk; blk0 += 2, phase ^= 1) {
           pipe_pair(blk0, cuda::std::false_type{});
@@ -779,6 +814,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
 
     }
 
+    TRACE_REQ(2);
     // L = W0's sum + W1's sum (both relative to the final max, which W1 computed last).
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -798,7 +834,14 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     }
     const int slot = p.num_splits[req] + (req == meta.begin_req_idx ? meta.begin_split_idx : 0);
     store_out<T>(p, o, req, m_block, hk, wg, warp_in_wg, lane, is_split, slot, L, M);
+    TRACE_REQ(3);
+#ifdef MLA_TRACE
+    ++trace_req;
+#endif
   }
+#ifdef MLA_TRACE
+  if (trace_cta && lane == 0 && warp_u == 0) mla_trace_span[wg][2] = clock64(), mla_trace_span[wg][3] = ptx::globaltimer();
+#endif
 }
 
 template <typename T, bool FAST, bool MC, bool PIPE = false>

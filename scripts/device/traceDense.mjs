@@ -63,6 +63,24 @@ for (let wg = 0; wg < 2; wg++) {
     prev = d;
   });
 }
+// Where the consumer's time goes: the SM clock it ran at (clock64 against %globaltimer over its span),
+// and per request the Q load, the pairs and the output store.
+const span = new BigInt64Array(decodeKernels(0).seesawPipeBf16.module.readGlobal("mla_trace_span").slice().buffer);
+const cyc = Number(span[2] - span[0]), ns = Number(span[3] - span[1]);
+console.log(`CTA 0 consumer: ${cyc} cycles in ${(ns / 1000).toFixed(1)} µs: SM clock ${(cyc / ns).toFixed(3)} GHz`);
+const req = new BigInt64Array(decodeKernels(0).seesawPipeBf16.module.readGlobal("mla_trace_req").slice().buffer);
+let inPairs = 0;
+for (let r = 0; r < req.length / 4 && req[4 * r] !== 0n; r++) {
+  const e = [0, 1, 2, 3].map((i) => Number(req[4 * r + i] - span[0]));
+  const next = r + 1 < req.length / 4 && req[4 * (r + 1)] !== 0n ? Number(req[4 * (r + 1)] - span[0]) : cyc;
+  inPairs += e[2] - e[1];
+  console.log(`  request ${r}: top at ${e[0]}, Q load ${e[1] - e[0]}, pairs ${e[2] - e[1]}, l exchange + store ${e[3] - e[2]}, to the next top ${next - e[3]} cycles`);
+}
+console.log(`  in pairs: ${((100 * inPairs) / cyc).toFixed(1)} % of the consumer's cycles`);
+if (process.env.TRACE_JSON) {
+  const fs = await import("node:fs");
+  fs.writeFileSync(process.env.TRACE_JSON, JSON.stringify({ caseName, kernel, pairs: last, events: Array.from(t, Number), span: Array.from(span, Number), req: Array.from(req, Number) }));
+}
 const show = Math.min(8, last - 2);
 if (show >= 0) {
   console.log(`pair ${show}, raw (cycles from W0's top):`);
