@@ -128,6 +128,8 @@ __device__ long long mla_trace[2][MLA_TRACE][TRACE_EVENTS];
 // pairs done, output stored; and per warpgroup {clock64, globaltimer} at the consumer's start and end.
 __device__ long long mla_trace_req[TRACE_REQS][4];
 __device__ long long mla_trace_span[2][4];
+// Per CTA (linear index, first 1024): %globaltimer when it starts and when its consumer is done.
+__device__ long long mla_trace_cta[1024][2];
 }
 #define TRACE(ev)                                                                               \
   do {                                                                                          \
@@ -848,6 +850,10 @@ template <typename T, bool FAST, bool MC, bool PIPE = false>
 __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
   extern __shared__ uint8_t smem_raw[];
   Smem& sm = smem_struct_1024<Smem>(smem_raw);
+#ifdef MLA_TRACE
+  const int trace_cta_id = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  if (threadIdx.x == 0 && trace_cta_id < 1024) mla_trace_cta[trace_cta_id][0] = ptx::globaltimer();
+#endif
   const SchedMeta meta = reinterpret_cast<const SchedMeta*>(p.sched_meta)[blockIdx.z];
   if (meta.begin_req_idx >= p.b) {
     ptx::pdl_launch_dependents();
@@ -877,6 +883,9 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
   if constexpr (MC) ptx::cluster_sync();
   else __syncthreads();
   consumer<T, FAST, MC, PIPE>(p, sm, meta, blockIdx.x, blockIdx.y);
+#ifdef MLA_TRACE
+  if (threadIdx.x == 0 && trace_cta_id < 1024) mla_trace_cta[trace_cta_id][1] = ptx::globaltimer();
+#endif
   ptx::pdl_launch_dependents();
   if constexpr (MC) ptx::cluster_sync();
 }

@@ -46,6 +46,16 @@ enum : uint32_t { BAR_CONSUMERS = 1, BAR_P_READY = 2, BAR_P_FREE = 3, BAR_L_READ
 // rate; MLA_ABLATE_SPARSE_PRODUCER makes the producers hand over each buffer without loading or
 // converting anything (no gathers), so it runs at the consumers' rate. Together they say which side
 // bounds a kernel and by how much, which a schedule change has to know first (docs/sparse-decode.md §13).
+// MLA_SPARSE_LAZY_MAX (a timing experiment; τ in log2 units, 0 = the exact running max): seesaw_pipe's
+// conditional rescale (dense_seesaw_sm90.cu, MLA_PIPE_LAZY_MAX) in the sparse consumers: a row's max
+// moves only when a block's row max exceeds it by more than τ, so the factors are exactly 1 after the
+// first block and both warpgroups skip their O rescale (128 multiplies per thread and block, between
+// the softmax and each P·V) by a warp vote. With the exact max the skip was measured no faster (448.2 vs
+// 448.6 µs at sparse-v32): most blocks' factors were not 1.
+#ifndef MLA_SPARSE_LAZY_MAX
+#define MLA_SPARSE_LAZY_MAX 0
+#endif
+
 #ifdef MLA_ABLATE_SPARSE_CONSUMERS
 constexpr bool ABLATE_CONSUMERS = true;
 #else
@@ -619,7 +629,8 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
               s[i + e] = v;
               mx = fmaxf(mx, v);
             }
-          const float m_new = fmaxf(m[half], quad_max(mx));
+          const float mq = quad_max(mx);
+          const float m_new = MLA_SPARSE_LAZY_MAX > 0 ? (mq > m[half] + float(MLA_SPARSE_LAZY_MAX) ? mq : m[half]) : fmaxf(m[half], mq);
           scale[half] = ptx::exp2_approx(m[half] - m_new);
           m[half] = m_new;
           l[half] = l[half] * scale[half] + exponentiate(s, half, m_new);
@@ -637,8 +648,10 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
         ptx::named_barrier_arrive_unaligned(BAR_P_READY, CONSUMER_THREADS);
         // (Skipping this where every row of the warp rescales by exactly 1, as seesaw_fast does, measured
         // no faster on the H200: 448.2 vs 448.6 µs at sparse-v32.)
+        if (MLA_SPARSE_LAZY_MAX == 0 || !__all_sync(0xFFFFFFFFu, scale[0] == 1.0f && scale[1] == 1.0f)) {
 #pragma unroll
-        for (int i = 0; i < 128; ++i) o[i] *= scale[(i >> 1) & 1];
+          for (int i = 0; i < 128; ++i) o[i] *= scale[(i >> 1) & 1];
+        }
         ptx::wgmma_fence();
         pv_regs(o, a, k_base);
         ptx::wgmma_commit();
@@ -647,8 +660,10 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
       } else {
         ptx::named_barrier_sync_unaligned(BAR_P_READY, CONSUMER_THREADS);
         const float f0 = sm.scale[16 * warp_in_wg + lane / 4], f1 = sm.scale[16 * warp_in_wg + lane / 4 + 8];
+        if (MLA_SPARSE_LAZY_MAX == 0 || !__all_sync(0xFFFFFFFFu, f0 == 1.0f && f1 == 1.0f)) {
 #pragma unroll
-        for (int i = 0; i < 128; ++i) o[i] *= ((i >> 1) & 1) ? f1 : f0;
+          for (int i = 0; i < 128; ++i) o[i] *= ((i >> 1) & 1) ? f1 : f0;
+        }
         ptx::wgmma_fence();
         pv(o, p_base, k_base + 4 * TILE_BYTES);
         ptx::wgmma_commit();

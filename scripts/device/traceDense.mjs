@@ -5,7 +5,7 @@
 // raw timeline for both warpgroups on one clock. Run from the project root on the GPU host:
 //   FLASHMLA_KERNEL_DIR=dist/kernels-trace bash .gpu/enter.sh node scripts/device/traceDense.mjs [case] [kernel]
 // (case: dense-compute (default) or dense-compute-mtp; kernel: dense_seesaw_pipe).
-import { flashMlaWithKvcache, getMlaMetadata, Stream } from "../../dist/src/index.js";
+import { Event, flashMlaWithKvcache, getMlaMetadata, Stream } from "../../dist/src/index.js";
 import { decodeKernels } from "../../dist/src/mla/decodeKernels.js";
 import { makeGpuDenseCase } from "../../dist/src/bench/makeGpuDenseCase.js";
 
@@ -38,6 +38,28 @@ for (let i = 0; i < 5; i++) {
   out.dispose();
   lse.dispose();
 }
+// The whole call's time (CUDA events, median of 20) against the main kernel's span (%globaltimer from
+// the first CTA's start to the last CTA's end) and how the CTAs' end times spread.
+const ev = [Event.create(), Event.create()];
+const callUs = [];
+for (let i = 0; i < 20; i++) {
+  ev[0].record(stream);
+  const { out, lse } = flashMlaWithKvcache({ ...gc, headDimV: 512, schedMeta: meta, stream, kernel: kernel.replace(/^dense_/, "") });
+  ev[1].record(stream);
+  ev[1].synchronize();
+  callUs.push(Event.elapsedMs(ev[0], ev[1]) * 1000);
+  out.dispose();
+  lse.dispose();
+}
+callUs.sort((x, y) => x - y);
+const ctaBytes = decodeKernels(0).seesawPipeBf16.module.readGlobal("mla_trace_cta");
+const cta = new BigInt64Array(ctaBytes.slice().buffer);
+const starts = [], ends = [];
+for (let i = 0; i < cta.length / 2; i++) if (cta[2 * i] !== 0n && cta[2 * i + 1] > cta[2 * i]) starts.push(Number(cta[2 * i])), ends.push(Number(cta[2 * i + 1]));
+const t0 = Math.min(...starts);
+const endUs = ends.map((e) => (e - t0) / 1000).sort((x, y) => x - y);
+const q = (f) => endUs[Math.min(endUs.length - 1, Math.floor(f * endUs.length))].toFixed(1);
+console.log(`whole call ${callUs[10].toFixed(1)} µs (median of 20); last launch's main kernel: ${starts.length} CTAs, started within ${((Math.max(...starts) - t0) / 1000).toFixed(1)} µs, ended at ${q(0)} / ${q(0.5)} / ${q(0.9)} / ${endUs[endUs.length - 1].toFixed(1)} µs (min / median / p90 / max)`);
 const bytes = decodeKernels(0).seesawPipeBf16.module.readGlobal("mla_trace");
 const t = new BigInt64Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 8);
 const pairs = t.length / (2 * TRACE_EVENTS);
