@@ -46,14 +46,16 @@ enum : uint32_t { BAR_CONSUMERS = 1, BAR_P_READY = 2, BAR_P_FREE = 3, BAR_L_READ
 // rate; MLA_ABLATE_SPARSE_PRODUCER makes the producers hand over each buffer without loading or
 // converting anything (no gathers), so it runs at the consumers' rate. Together they say which side
 // bounds a kernel and by how much, which a schedule change has to know first (docs/sparse-decode.md §13).
-// MLA_SPARSE_LAZY_MAX (a timing experiment; τ in log2 units, 0 = the exact running max): seesaw_pipe's
-// conditional rescale (dense_seesaw_sm90.cu, MLA_PIPE_LAZY_MAX) in the sparse consumers: a row's max
-// moves only when a block's row max exceeds it by more than τ, so the factors are exactly 1 after the
-// first block and both warpgroups skip their O rescale (128 multiplies per thread and block, between
-// the softmax and each P·V) by a warp vote. With the exact max the skip was measured no faster (448.2 vs
-// 448.6 µs at sparse-v32): most blocks' factors were not 1.
+// MLA_SPARSE_LAZY_MAX (τ in log2 units, default 8; 0 = the exact running max): seesaw_pipe's conditional
+// rescale (dense_seesaw_sm90.cu, MLA_PIPE_LAZY_MAX) in the sparse consumers: a row's max moves only when
+// a block's row max exceeds it by more than τ, so the factors are exactly 1 after the first block and
+// both warpgroups skip their O rescale (128 multiplies per thread and block, between the softmax and
+// each P·V) by a warp vote. P is then at most 2^τ (same relative precision in bf16). With the exact max
+// the skip was measured no faster (448.2 vs 448.6 µs at sparse-v32): most blocks' factors were not 1.
+// H200, one call (e87700b with the flag, records `…-exp8e-*`): sparse-v32 369.8 vs 379.1 µs, -h64 207.1
+// vs 210.3, long-topk 5138.0 vs 5313.0, h16 188.3 vs 191.7; the sparse suite 8/8 on it.
 #ifndef MLA_SPARSE_LAZY_MAX
-#define MLA_SPARSE_LAZY_MAX 0
+#define MLA_SPARSE_LAZY_MAX 8
 #endif
 
 #ifdef MLA_ABLATE_SPARSE_CONSUMERS
