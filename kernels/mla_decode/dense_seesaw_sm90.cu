@@ -97,6 +97,16 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 #define MLA_PIPE_LAZY_MAX 8
 #endif
 
+// MLA_PIPE_EXP_ISSUE (a timing experiment): W0 exponentiates, packs and queues P0·V0L one k-step (16 of
+//   the block's 64 columns) at a time (exp_pack_issue), so the tensor pipe starts P0·V0L after a quarter
+//   of the exponentials instead of after all of them, the pack and the issue. The trace (MLA_TRACE) put
+//   W0's path from S0 ready to P0·V0L queued at ~1,000 cycles a pair (~300 max and publish, ~350
+//   exponentials, ~300 pack and issue) with the pipe idle through most of it. 2: W1 as well (P1·V1R,
+//   sP1 stored after it is queued).
+#ifndef MLA_PIPE_EXP_ISSUE
+#define MLA_PIPE_EXP_ISSUE 0
+#endif
+
 // MLA_PIPE_S0_FIRST (a timing experiment): W1 queues each Q·K1ᵀ only once W0 has queued all of its
 //   Q·K0ᵀ (mbarrier qk0_issued, one arrival per W0 warp), so S0 completes a whole Q·Kᵀ ahead of S1 and
 //   W0's softmax runs while the tensor pipe computes S1. The trace (MLA_TRACE, eighth session) showed the
@@ -294,6 +304,32 @@ __device__ __forceinline__ void new_max(const float (&s)[32], const float (&m_ol
 __device__ __forceinline__ void exp_sum(float (&s)[32], float (&l)[2], const float (&m)[2], const float (&scale)[2], float sc) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) l[half] = l[half] * scale[half] + exponentiate_scaled(s, half, m[half], sc);
+}
+
+// MLA_PIPE_EXP_ISSUE: exp_sum, pack_p and pv_rs over V's left half of `kblock` in one pass, a k-step
+// (columns 16j..16j+15: elements 8j..8j+7) at a time, each queued on the tensor pipe once packed. The
+// sums run in exp_sum's order, so l and P are the same bits; `a` keeps P for the hand-over.
+template <typename T>
+__device__ __forceinline__ void exp_pack_issue(float (&o)[128], uint32_t (&a)[4][4], float (&s)[32], float (&l)[2], const float (&m)[2],
+                                               const float (&scale)[2], float sc, const uint8_t* kblock) {
+  const uint32_t base = ptx::smem_addr(kblock);
+  float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      const int i = 8 * j + 2 * x, h = x & 1;
+      s[i] = ptx::exp2_approx(fmaf(s[i], sc, -m[h]));
+      s[i + 1] = ptx::exp2_approx(fmaf(s[i + 1], sc, -m[h]));
+      sum[h] += s[i] + s[i + 1];
+      a[j][x] = ptx::pack2<T>(s[i], s[i + 1]);
+    }
+    ptx::wgmma_fence();
+    ptx::wgmma_m64n256k16_rs_transb<T>(o, a[j], ptx::smem_desc_sw128(base + j * 2048, TILE_BYTES, 1024));
+  }
+  ptx::wgmma_commit();
+#pragma unroll
+  for (int h = 0; h < 2; ++h) l[h] = l[h] * scale[h] + sum[h];
 }
 
 // Scales scores to the log2 domain (SCALE; seesaw_pipe scales inside its exponent instead) and masks
@@ -593,17 +629,16 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     // W0, steps 3-4: O_L = O_L·s0 + P0·V0L (V0's rows past the end zeroed first), K0's tiles 0-3 then
     // free; once W1 published s1, P0·s1 handed over as sP0 and O_L rescaled (V1's tail rows zeroed:
     // W1's Q·K1ᵀ is done, it published s1 after it). Leaves sP1·V1L to the caller.
-    auto w0_steps_3_4 = [&](const float (&scale0)[2], int blk0, int blk1, const Pair& next) {
+    auto w0_step_3_pre = [&](const float (&scale0)[2], int blk0) {
       rescale_o<FAST>(o, scale0);
       if (seqlen - blk0 * BLOCK_N < BLOCK_N) {
         zero_tail_rows(sm.k[0], 0, max(seqlen - blk0 * BLOCK_N, 0), t128);
         ptx::fence_proxy_async_smem();
         wg_sync(BAR_WG0);
       }
-      uint32_t p0[4][4];
-      pack_p<T>(p0, s);
-      pv_rs<T>(o, p0, sm.k[0], 0);  // O_L += P0·V0L
-      if constexpr (PIPE) TRACE(4);
+    };
+    // From P0·V0L queued on (MLA_PIPE_EXP_ISSUE enters here with it queued by exp_pack_issue).
+    auto w0_steps_3_4_post = [&](uint32_t (&p0)[4][4], int blk1, const Pair& next) {
       ptx::wgmma_wait<0>();
       ptx::fence_regs(o);
       if constexpr (PIPE) TRACE(5);
@@ -623,9 +658,17 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         wg_sync(BAR_WG0);
       }
     };
+    auto w0_steps_3_4 = [&](const float (&scale0)[2], int blk0, int blk1, const Pair& next) {
+      w0_step_3_pre(scale0, blk0);
+      uint32_t p0[4][4];
+      pack_p<T>(p0, s);
+      pv_rs<T>(o, p0, sm.k[0], 0);  // O_L += P0·V0L
+      if constexpr (PIPE) TRACE(4);
+      w0_steps_3_4_post(p0, blk1, next);
+    };
     // W1, steps 4-5 after it published s1 and sP1: O_R = O_R·s0·s1 + P1·V1R + sP0·V0R (the V rows past
     // the end zeroed first), queued, not waited for.
-    auto w1_steps_4_5 = [&](const float (&scale01)[2], const uint32_t (&p1)[4][4], int blk0, int blk1) {
+    auto w1_step_4_pre = [&](const float (&scale01)[2], int blk0, int blk1) {
       rescale_o<FAST>(o, scale01);
       if (seqlen - blk1 * BLOCK_N < BLOCK_N) {
         zero_tail_rows(sm.k[1], 4, max(seqlen - blk1 * BLOCK_N, 0), t128);
@@ -633,11 +676,18 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         ptx::fence_proxy_async_smem();
         wg_sync(BAR_WG1);
       }
-      pv_rs<T>(o, p1, sm.k[1], 4);  // O_R += P1·V1R
+    };
+    // From P1·V1R queued on: sP0·V0R once W0 handed sP0 over.
+    auto w1_step_5 = [&]() {
       if constexpr (PIPE) TRACE(5);
       ptx::named_barrier_sync(BAR_P0_READY, CONSUMER_THREADS);
       if constexpr (PIPE) TRACE(6);
       pv_ss<T>(o, p_tile(sm, 0), sm.k[0], 4);  // O_R += sP0·V0R
+    };
+    auto w1_steps_4_5 = [&](const float (&scale01)[2], const uint32_t (&p1)[4][4], int blk0, int blk1) {
+      w1_step_4_pre(scale01, blk0, blk1);
+      pv_rs<T>(o, p1, sm.k[1], 4);  // O_R += P1·V1R
+      w1_step_5();
     };
 
     if constexpr (PIPE) {
@@ -679,9 +729,18 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           }
           ptx::named_barrier_arrive(BAR_SCALE0_READY, CONSUMER_THREADS);
           TRACE(2);
-          exp_sum(s, l, m, scale0, p.scale_log2);
-          TRACE(3);
-          w0_steps_3_4(scale0, blk0, blk1, next);
+          if constexpr (MLA_PIPE_EXP_ISSUE) {
+            w0_step_3_pre(scale0, blk0);
+            TRACE(3);
+            uint32_t p0[4][4];
+            exp_pack_issue<T>(o, p0, s, l, m, scale0, p.scale_log2, sm.k[0]);  // O_L += P0·V0L
+            TRACE(4);
+            w0_steps_3_4_post(p0, blk1, next);
+          } else {
+            exp_sum(s, l, m, scale0, p.scale_log2);
+            TRACE(3);
+            w0_steps_3_4(scale0, blk0, blk1, next);
+          }
           TRACE(7);
           ptx::mbarrier_wait(&sm.pv0r_issued, phase);  // W1 queued sP0·V0R (and stored sP1)
           TRACE(8);
@@ -725,13 +784,23 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           // SCALE1 carries only the max and scale and goes out before the exponentials.
           ptx::named_barrier_arrive(BAR_SCALE1_READY, CONSUMER_THREADS);
           TRACE(3);
-          exp_sum(s, l, m, scale01, p.scale_log2);
-          uint32_t p1[4][4];
-          pack_p<T>(p1, s);
-          store_p(p1_tile<PIPE && MLA_PIPE_QROPE_REGS>(sm), p1, warp_in_wg, lane);
-          ptx::fence_proxy_async_smem();
-          TRACE(4);
-          w1_steps_4_5(scale01, p1, blk0, blk1);
+          if constexpr (MLA_PIPE_EXP_ISSUE >= 2) {
+            w1_step_4_pre(scale01, blk0, blk1);
+            uint32_t p1[4][4];
+            exp_pack_issue<T>(o, p1, s, l, m, scale01, p.scale_log2, sm.k[1] + 4 * TILE_BYTES);  // O_R += P1·V1R
+            store_p(p1_tile<PIPE && MLA_PIPE_QROPE_REGS>(sm), p1, warp_in_wg, lane);
+            ptx::fence_proxy_async_smem();
+            TRACE(4);
+            w1_step_5();
+          } else {
+            exp_sum(s, l, m, scale01, p.scale_log2);
+            uint32_t p1[4][4];
+            pack_p<T>(p1, s);
+            store_p(p1_tile<PIPE && MLA_PIPE_QROPE_REGS>(sm), p1, warp_in_wg, lane);
+            ptx::fence_proxy_async_smem();
+            TRACE(4);
+            w1_steps_4_5(scale01, p1, blk0, blk1);
+          }
           TRACE(7);
           __syncwarp();
           if (lane == 0) ptx::mbarrier_arrive(&sm.pv0r_issued);
