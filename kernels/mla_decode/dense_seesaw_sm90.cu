@@ -102,7 +102,10 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 //   of the exponentials instead of after all of them, the pack and the issue. The trace (MLA_TRACE) put
 //   W0's path from S0 ready to P0·V0L queued at ~1,000 cycles a pair (~300 max and publish, ~350
 //   exponentials, ~300 pack and issue) with the pipe idle through most of it. 2: W1 as well (P1·V1R,
-//   sP1 stored after it is queued).
+//   sP1 stored after it is queued). Measured, not kept (H200, one call at 103202e, records `…-exp8f-*`):
+//   dense-compute 490.9 (1) and 489.8 (2) vs 494.8 µs, -mtp 895.0 and 906.8 vs 898.6; the trace of 2
+//   had the same pair period (5,836 vs 5,851 cycles): P0·V0L was queued 55 cycles earlier and no pair
+//   got shorter, so the bubble at the top of the pair is not W0's exponentials. seesawPipe.test 4/4 on 2.
 #ifndef MLA_PIPE_EXP_ISSUE
 #define MLA_PIPE_EXP_ISSUE 0
 #endif
