@@ -110,6 +110,18 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 #define MLA_PIPE_EXP_ISSUE 0
 #endif
 
+// MLA_PIPE_L2_PREFETCH (a timing experiment written after the last device call, not yet run): at the top
+//   of each pair W0's first lane prefetches into L2, with the same evict-first policy as the loads, the
+//   next pair's tiles refilled last: 1 = K0's tiles 4-8 (refilled after sP0·V0R) and K1's 0-3 (after
+//   sP1·V1L, the pair's last P·V); 2 = all 18. The trace (MLA_TRACE) showed W1's next Q·K1ᵀ waiting
+//   ~2,600 cycles for K1's tiles 0-3 and a pair 220 cycles longer with loads than without (5,850 vs
+//   5,630): the most this can buy is that (~4 %). The sixth session's prefetch (all 18 tiles, normal
+//   priority, seesaw_fast) lost 8 % at dense-compute and 24 % at dense-mem-h16 (§8 of
+//   docs/dense-decode.md); this one has the policy and runs only in seesaw_pipe (compute-bound shapes).
+#ifndef MLA_PIPE_L2_PREFETCH
+#define MLA_PIPE_L2_PREFETCH 0
+#endif
+
 // MLA_PIPE_S0_FIRST (a timing experiment): W1 queues each Q·K1ᵀ only once W0 has queued all of its
 //   Q·K0ᵀ (mbarrier qk0_issued, one arrival per W0 warp), so S0 completes a whole Q·Kᵀ ahead of S1 and
 //   W0's softmax runs while the tensor pipe computes S1. The trace (MLA_TRACE, eighth session) showed the
@@ -704,6 +716,16 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         constexpr bool LAST = decltype(last)::value;
         const int blk1 = blk0 + 1;
         const Pair next = next_pair(p, meta, {req, blk0, end_blk, {}});
+        if constexpr (MLA_PIPE_L2_PREFETCH > 0) {
+          if (wg == 0 && warp_u == 0 && lane == 0 && next.end_blk != 0) {
+#pragma unroll
+            for (int st = 0; st < 2; ++st) {
+              const int t0 = MLA_PIPE_L2_PREFETCH >= 2 ? 0 : (st == 0 ? 4 : 0), t1 = MLA_PIPE_L2_PREFETCH >= 2 ? NUM_TILES : (st == 0 ? NUM_TILES : 4);
+              if (next.phys[st] >= 0)
+                for (int t = t0; t < t1; ++t) ptx::tma_prefetch_4d(&p.tmap_kv, t * 64, hk, 0, next.phys[st], policy);
+            }
+          }
+        }
         // seesaw_pipe (docs/dense-decode.md §9): the seesaw steps of seesaw_fast, with the loop rotated so
         // the tensor pipe does not drain between a warpgroup's last P·V and its next Q·Kᵀ:
         //  - S of this pair was queued at the end of the previous iteration (or above); wait for it here;
