@@ -122,6 +122,15 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 #define MLA_PIPE_L2_PREFETCH 0
 #endif
 
+// MLA_FAST_LAZY_MAX (a timing experiment written after the last device call, not yet run; τ, 0 = off):
+//   seesaw_fast and seesaw (the memory-bound and latency shapes' kernel) with seesaw_pipe's lazy running
+//   max, so their warp-vote fast paths skip the rescales after the first block. Their pairs wait on loads
+//   more than on the softmax (dense-mem-h16 without loads: 218 µs of 302), so expect little; the latency
+//   cases (dense-b1, -uneven) have the shortest pairs and most to gain.
+#ifndef MLA_FAST_LAZY_MAX
+#define MLA_FAST_LAZY_MAX 0
+#endif
+
 // MLA_PIPE_S0_FIRST (a timing experiment): W1 queues each Q·K1ᵀ only once W0 has queued all of its
 //   Q·K0ᵀ (mbarrier qk0_issued, one arrival per W0 warp), so S0 completes a whole Q·Kᵀ ahead of S1 and
 //   W0's softmax runs while the tensor pipe computes S1. The trace (MLA_TRACE, eighth session) showed the
@@ -223,7 +232,8 @@ __device__ __forceinline__ void softmax_w0(float (&s)[32], float (&m)[2], float 
     continue;
 #endif
     const float m_old = m[half];  // == sm.m[r], written by W1 last iteration
-    const float m_new = fmaxf(m_old, row_max<FAST>(s, half));
+    const float mx = row_max<FAST>(s, half);
+    const float m_new = MLA_FAST_LAZY_MAX > 0 ? (mx > m_old + float(MLA_FAST_LAZY_MAX) ? mx : m_old) : fmaxf(m_old, mx);
     scale0[half] = ptx::exp2_approx(m_old - m_new);
     l[half] = l[half] * scale0[half] + exponentiate(s, half, m_new);
     m[half] = m_new;
@@ -245,7 +255,8 @@ __device__ __forceinline__ void softmax_w1(float (&s)[32], float (&m)[2], float 
     continue;
 #endif
     const float m0 = sm.m[r], s0 = sm.scale0[r];
-    const float m_new = fmaxf(m0, row_max<FAST>(s, half));
+    const float mx = row_max<FAST>(s, half);
+    const float m_new = MLA_FAST_LAZY_MAX > 0 ? (mx > m0 + float(MLA_FAST_LAZY_MAX) ? mx : m0) : fmaxf(m0, mx);
     const float s1 = ptx::exp2_approx(m0 - m_new);
     scale01[half] = s0 * s1;
     l[half] = l[half] * scale01[half] + exponentiate(s, half, m_new);

@@ -46,6 +46,25 @@ enum : uint32_t { BAR_CONSUMERS = 1, BAR_P_READY = 2, BAR_P_FREE = 3, BAR_L_READ
 // rate; MLA_ABLATE_SPARSE_PRODUCER makes the producers hand over each buffer without loading or
 // converting anything (no gathers), so it runs at the consumers' rate. Together they say which side
 // bounds a kernel and by how much, which a schedule change has to know first (docs/sparse-decode.md §13).
+// MLA_TRACE=N (a diagnostic build, not a shipped option): clock64 at the events of CTA (0, 0, 0)'s first
+// N blocks, per block one row of mla_sparse_trace: WG0 (lane 0 of its first warp) 0 top, 1 K full, 2 S
+// ready, 3 P packed, 4 P_FREE passed, 5 P_READY arrived, 6 P·V_L queued, 7 P·V_L retired; WG1 8 top,
+// 9 P_READY passed, 10 P·V_R queued, 11 P·V_R retired, 12 P_FREE passed; the first producer warpgroup
+// (producer_v2) 13 top, 14 buffer free, 15 K full arrived. scripts/device/traceSparse.mjs prints it.
+#ifdef MLA_TRACE
+extern "C" {
+__device__ long long mla_sparse_trace[MLA_TRACE][16];
+}
+#define STRACE(it, ev)                                                                                                   \
+  do {                                                                                                                   \
+    if ((it) < MLA_TRACE && (threadIdx.x & 127) == 0 && (blockIdx.x | blockIdx.y | blockIdx.z) == 0) mla_sparse_trace[it][ev] = clock64(); \
+  } while (0)
+#else
+#define STRACE(it, ev) \
+  do {                 \
+  } while (0)
+#endif
+
 // MLA_SPARSE_LAZY_MAX (τ in log2 units, default 8; 0 = the exact running max): seesaw_pipe's conditional
 // rescale (dense_seesaw_sm90.cu, MLA_PIPE_LAZY_MAX) in the sparse consumers: a row's max moves only when
 // a block's row max exceeds it by more than τ, so the factors are exactly 1 after the first block and
@@ -392,6 +411,7 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
     }
   };
   for (int it = 0; it < n_blocks; ++it) {
+    if (pidx == 0) STRACE(it, 13);
     const int stage = it % 2;
     uint8_t* kb = sm.k[stage];
     const uint32_t remote_kb = XO ? ptx::mapa_shared(ptx::smem_addr(kb), peer) : 0u;
@@ -414,6 +434,7 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
     // consumers arrive here (relaxed) after their reads completed; this wait only has to order this
     // thread's later writes after that, which a CTA-scope wait does without invalidating L1.
     ptx::mbarrier_wait(&sm.kempty[stage], ((it / 2) & 1) ^ 1);
+    if (pidx == 0) STRACE(it, 14);
 #pragma unroll
     for (int r = 0; r < ROUNDS && !ABLATE_PRODUCER; ++r) {
       const int token = token_of(r);
@@ -464,6 +485,7 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
     }
     if (XO && !ABLATE_PRODUCER && t == 0 && (!SPLIT || pidx == 0)) ptx::mbarrier_arrive_expect_tx(&sm.kfull[stage], 32 * D_QK * 2);  // + the peer's half
     else ptx::mbarrier_arrive(&sm.kfull[stage]);
+    if (pidx == 0) STRACE(it, 15);
     int slot2[ROUNDS];
 #pragma unroll
     for (int r = 0; r < ROUNDS; ++r) {
@@ -586,7 +608,10 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
     for (int blk = start_blk; blk < end_blk; ++blk, ++it) {
       const int stage = it % 2;
       const uint32_t k_base = ptx::smem_addr(sm.k[stage]);
+      if constexpr (WG == 0) STRACE(it, 0);
+      else STRACE(it, 8);
       ptx::mbarrier_wait(&sm.kfull[stage], (it / 2) & 1);
+      if constexpr (WG == 0) STRACE(it, 1);
       // With crossover half the block was written by the peer (a bulk copy, or st.async for producer v1,
       // counted by complete_tx into this CTA's own shared memory, as a TMA load would be): a CTA-scope wait
       // sees it as it sees a TMA load.
@@ -608,6 +633,7 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
       if constexpr (WG == 0) {
         float s[32];
         qk_block<T>(s, q_base, k_base, [](int) {});
+        STRACE(it, 2);
         // This thread's 16 token columns are 8c + 2(lane % 4) + e: gather their valid flags into bits 2c + e.
         uint32_t vbits = 0;
 #pragma unroll
@@ -640,7 +666,9 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
         uint32_t a[4][4];
         pack_p<T>(a, s);
         // WG1 must be done with the previous block's P before it is overwritten.
+        STRACE(it, 3);
         if (blk != start_blk) ptx::named_barrier_sync_unaligned(BAR_P_FREE, CONSUMER_THREADS);
+        STRACE(it, 4);
         store_p(sm.p, a, warp_in_wg, lane);
         if (lane % 4 == 0) {
           sm.scale[16 * warp_in_wg + lane / 4] = scale[0];
@@ -648,6 +676,7 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
         }
         ptx::fence_proxy_async_smem();
         ptx::named_barrier_arrive_unaligned(BAR_P_READY, CONSUMER_THREADS);
+        STRACE(it, 5);
         // (Skipping this where every row of the warp rescales by exactly 1, as seesaw_fast does, measured
         // no faster on the H200: 448.2 vs 448.6 µs at sparse-v32.)
         if (MLA_SPARSE_LAZY_MAX == 0 || !__all_sync(0xFFFFFFFFu, scale[0] == 1.0f && scale[1] == 1.0f)) {
@@ -656,11 +685,14 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
         }
         ptx::wgmma_fence();
         pv_regs(o, a, k_base);
+        STRACE(it, 6);
         ptx::wgmma_commit();
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
+        STRACE(it, 7);
       } else {
         ptx::named_barrier_sync_unaligned(BAR_P_READY, CONSUMER_THREADS);
+        STRACE(it, 9);
         const float f0 = sm.scale[16 * warp_in_wg + lane / 4], f1 = sm.scale[16 * warp_in_wg + lane / 4 + 8];
         if (MLA_SPARSE_LAZY_MAX == 0 || !__all_sync(0xFFFFFFFFu, f0 == 1.0f && f1 == 1.0f)) {
 #pragma unroll
@@ -668,9 +700,11 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
         }
         ptx::wgmma_fence();
         pv(o, p_base, k_base + 4 * TILE_BYTES);
+        STRACE(it, 10);
         ptx::wgmma_commit();
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
+        STRACE(it, 11);
       }
       // Lane 0 arrives for its warp: the other lanes' reads of this buffer (the valid flags) must be
       // ordered before it, since an mbarrier arrive releases only the arriving thread's accesses.
@@ -686,7 +720,10 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
       // WG0's next P here instead of at P_READY, so it costs nothing (H200: 402.7 vs 403.7 µs at
       // sparse-v32), and racecheck, which does not model barrier.arrive (scripts/device/racecheck-probe.cu
       // mode 4), then sees the sm.scale exchange ordered: its last sparse report.
-      if constexpr (WG == 1) ptx::named_barrier_sync_unaligned(BAR_P_FREE, CONSUMER_THREADS);
+      if constexpr (WG == 1) {
+        ptx::named_barrier_sync_unaligned(BAR_P_FREE, CONSUMER_THREADS);
+        STRACE(it, 12);
+      }
     }
 
     // Final L and M: WG0 owns them; WG1's last P_FREE sync is met here.

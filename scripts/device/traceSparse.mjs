@@ -1,0 +1,64 @@
+// Prints the sparse kernel's schedule as it ran: a build with -DMLA_TRACE=N (scripts/buildExperiments.sh
+// "trace:-DMLA_TRACE=64") records clock64 at the events of CTA (0, 0, 0)'s first N blocks (the list in
+// sparse_decode_sm90.cu, MLA_TRACE). This runs a sparse bench case a few times through the API's default
+// kernel (crossover v3 at 128 heads) and prints, per event, the median cycles from WG0's top of the
+// block over the steady blocks, and the block period. Run from the project root on the GPU host:
+//   FLASHMLA_KERNEL_DIR=dist/kernels-trace bash .gpu/enter.sh node scripts/device/traceSparse.mjs [case]
+// (case: sparse-v32 (default), sparse-v32-h64, sparse-long-topk, sparse-h16).
+import { benchCaseByName } from "../../dist/bench/cases.js";
+import { benchCaseSeqlens } from "../../dist/src/bench/benchCaseSeqlens.js";
+import { makeGpuSparseCase } from "../../dist/src/bench/makeGpuSparseCase.js";
+import { sparseBenchSpec } from "../../dist/src/bench/sparseBenchSpec.js";
+import { decodeKernels } from "../../dist/src/mla/decodeKernels.js";
+import { flashMlaWithKvcache, getMlaMetadata, Stream } from "../../dist/src/index.js";
+
+const EVENTS = [
+  "WG0 top of block", "WG0 K full", "WG0 S ready", "WG0 P packed", "WG0 P_FREE passed", "WG0 P_READY arrived",
+  "WG0 → P·V_L", "WG0 P·V_L retired", "WG1 top of block", "WG1 P_READY passed", "WG1 → P·V_R",
+  "WG1 P·V_R retired", "WG1 P_FREE passed", "producer top", "producer buffer free", "producer K full arrived",
+];
+const caseName = process.argv[2] ?? "sparse-v32";
+const c = benchCaseByName(caseName);
+if (c === undefined || c.kind !== "sparse") throw new Error(`traceSparse: ${caseName} is not a sparse bench case`);
+const stream = Stream.create();
+const gc = makeGpuSparseCase(sparseBenchSpec(c, benchCaseSeqlens(c, 1)), { seed: 11, stream });
+const meta = getMlaMetadata();
+for (let i = 0; i < 5; i++) {
+  const { out, lse } = flashMlaWithKvcache({
+    q: gc.q, kCache: gc.kCache, indices: gc.indices, attnSink: gc.attnSink, isFp8Kvcache: true, headDimV: 512,
+    schedMeta: meta, softmaxScale: gc.softmaxScale, stream,
+  });
+  stream.synchronize();
+  out.dispose();
+  lse.dispose();
+}
+const bytes = decodeKernels(0).sparseCrossoverV3Bf16.module.readGlobal("mla_sparse_trace");
+const t = new BigInt64Array(bytes.slice().buffer);
+const n = t.length / 16;
+let last = 0;
+while (last < n && t[16 * last] !== 0n) last++;
+const at = (b, ev) => t[16 * b + ev];
+const steady = [];
+for (let b = 2; b < last - 1; b++) steady.push(b);
+const median = (xs) => {
+  const v = [...xs].sort((x, y) => x - y);
+  return v.length === 0 ? NaN : v[Math.floor(v.length / 2)];
+};
+console.log(`${caseName}: ${last} of ${n} traced blocks recorded (CTA 0, last of 5 calls)`);
+const periods = steady.map((b) => Number(at(b + 1, 0) - at(b, 0)));
+console.log(`block period (WG0 top to next top): median ${median(periods)} cycles, min ${Math.min(...periods)}, max ${Math.max(...periods)}`);
+let prev = 0;
+EVENTS.forEach((name, ev) => {
+  const d = median(steady.map((b) => Number(at(b, ev) - at(b, 0))));
+  console.log(`  ${String(ev).padStart(2)} ${String(d).padStart(7)} ${`(${d - prev >= 0 ? "+" : ""}${d - prev})`.padStart(8)}  ${name}`);
+  prev = d;
+});
+const show = Math.min(8, last - 2);
+if (show >= 0) console.log(`block ${show}, raw (cycles from WG0's top): ${EVENTS.map((_, ev) => Number(at(show, ev) - at(show, 0))).join(" ")}`);
+if (process.env.TRACE_JSON) {
+  const fs = await import("node:fs");
+  fs.writeFileSync(process.env.TRACE_JSON, JSON.stringify({ caseName, blocks: last, events: Array.from(t, Number) }));
+}
+meta.dispose();
+gc.dispose();
+stream.dispose();
