@@ -135,8 +135,10 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 //   Q·K0ᵀ (mbarrier qk0_issued, one arrival per W0 warp), so S0 completes a whole Q·Kᵀ ahead of S1 and
 //   W0's softmax runs while the tensor pipe computes S1. The trace (MLA_TRACE, eighth session) showed the
 //   two Q·Kᵀ interleaved and finishing together, then the pipe idle through W0's max, exponentials and
-//   pack (~700 cycles a pair without loads). Measured slower in the seventh session's first form of
-//   seesaw_pipe (below), before Q's RoPE tile moved to registers and the lazy max.
+//   pack (~700 cycles a pair without loads). Measured, not kept (H200, one call at a63ea42, docs/dense-
+//   decode.md §11): dense-compute 514.2 vs 490.1 µs, -mtp 951.2 vs 884.8, no loads 460.4 vs 452.1: W1
+//   then reaches its pair ~1,600 cycles late, its Q·K1ᵀ queued behind W0's, which waits on its own
+//   loads (as in the seventh session's first form of seesaw_pipe, below).
 #ifndef MLA_PIPE_S0_FIRST
 #define MLA_PIPE_S0_FIRST 0
 #endif
@@ -153,7 +155,7 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 // MLA_TRACE=N (a diagnostic build, not a shipped option): seesaw_pipe records clock64 at its schedule's
 // events, from lane 0 of each warpgroup's first warp, for the first N pairs of CTA (0, 0, 0) in every
 // launch (the last launch's stay), into mla_trace[warpgroup][pair][event]; scripts/device/traceDense.mjs
-// runs a case and prints the timeline. The events are listed there (TRACE_EVENTS_W0/W1).
+// runs a case and prints the timeline. The events are listed there (EVENTS, by TRACE index).
 #ifdef MLA_TRACE
 constexpr int TRACE_EVENTS = 16, TRACE_REQS = 8;
 extern "C" {
