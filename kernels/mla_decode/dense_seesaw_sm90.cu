@@ -122,6 +122,14 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 #define MLA_PIPE_L2_PREFETCH 0
 #endif
 
+// MLA_FAST_L2_PREFETCH (a timing experiment written after the last device call, not yet run): the sixth
+//   session's L2 prefetch of the next pair (all 18 tiles, at the top of the iteration) in seesaw_fast
+//   and seesaw, now with the loads' evict-first policy (§8 of docs/dense-decode.md measured it with
+//   normal priority: 8 % slower at dense-compute, 24 % at dense-mem-h16). For the memory-bound cases.
+#ifndef MLA_FAST_L2_PREFETCH
+#define MLA_FAST_L2_PREFETCH 0
+#endif
+
 // MLA_FAST_LAZY_MAX (a timing experiment written after the last device call, not yet run; τ, 0 = off):
 //   seesaw_fast and seesaw (the memory-bound and latency shapes' kernel) with seesaw_pipe's lazy running
 //   max, so their warp-vote fast paths skip the rescales after the first block. Their pairs wait on loads
@@ -623,6 +631,18 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       if (warp_u == 0) refill<MC, PIPE && MLA_PIPE_QROPE_REGS>(p, sm, next, g, hk, policy, empty_phase, lane);
     }
   };
+  // MLA_PIPE_L2_PREFETCH / MLA_FAST_L2_PREFETCH: W0's first lane prefetches the pair `next` into L2 with
+  // the loads' evict-first policy: every tile, or (late_only) the ones seesaw_pipe refills last, K0's 4-8
+  // and K1's 0-3.
+  auto prefetch_next_l2 = [&](const Pair& next, bool late_only) {
+    if (wg != 0 || warp_u != 0 || lane != 0 || next.end_blk == 0) return;
+#pragma unroll
+    for (int st = 0; st < 2; ++st) {
+      const int t0 = !late_only ? 0 : (st == 0 ? 4 : 0), t1 = !late_only ? NUM_TILES : (st == 0 ? NUM_TILES : 4);
+      if (next.phys[st] >= 0)
+        for (int t = t0; t < t1; ++t) ptx::tma_prefetch_4d(&p.tmap_kv, t * 64, hk, 0, next.phys[st], policy);
+    }
+  };
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
     const int seqlen = p.cache_seqlens[req];
     const int start_blk = req == meta.begin_req_idx ? meta.begin_block_idx : 0;
@@ -729,16 +749,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         constexpr bool LAST = decltype(last)::value;
         const int blk1 = blk0 + 1;
         const Pair next = next_pair(p, meta, {req, blk0, end_blk, {}});
-        if constexpr (MLA_PIPE_L2_PREFETCH > 0) {
-          if (wg == 0 && warp_u == 0 && lane == 0 && next.end_blk != 0) {
-#pragma unroll
-            for (int st = 0; st < 2; ++st) {
-              const int t0 = MLA_PIPE_L2_PREFETCH >= 2 ? 0 : (st == 0 ? 4 : 0), t1 = MLA_PIPE_L2_PREFETCH >= 2 ? NUM_TILES : (st == 0 ? NUM_TILES : 4);
-              if (next.phys[st] >= 0)
-                for (int t = t0; t < t1; ++t) ptx::tma_prefetch_4d(&p.tmap_kv, t * 64, hk, 0, next.phys[st], policy);
-            }
-          }
-        }
+        if constexpr (MLA_PIPE_L2_PREFETCH > 0) prefetch_next_l2(next, MLA_PIPE_L2_PREFETCH < 2);
         // seesaw_pipe (docs/dense-decode.md §9): the seesaw steps of seesaw_fast, with the loop rotated so
         // the tensor pipe does not drain between a warpgroup's last P·V and its next Q·Kᵀ:
         //  - S of this pair was queued at the end of the previous iteration (or above); wait for it here;
@@ -880,6 +891,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       for (int blk0 = start_blk; blk0 < end_blk; blk0 += 2, phase ^= 1) {
         const int blk1 = blk0 + 1;
         const Pair next = next_pair(p, meta, {req, blk0, end_blk, {}});
+        if constexpr (MLA_FAST_L2_PREFETCH && !PIPE) prefetch_next_l2(next, false);
         if (wg == 0) {
           compute_s<T>(s, sm, 0, phase, lane, MLA_DENSE_QK0_FIRST > 0 ? MLA_DENSE_QK0_FIRST : NUM_TILES);
           mask_scale<FAST>(s, p, blk0, lane, limit);

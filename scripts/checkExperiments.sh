@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# CI: the timing experiments and diagnostics behind macros (off in the shipped build) still compile,
+# without spills, so a later session can time them at once: each line is one build of one kernel file
+# (macros that are timed together; not every combination fits the registers: trace + EXP_ISSUE +
+# L2_PREFETCH in seesaw_pipe spills 4 bytes).
+# (The shipped kernels are built --strict by `npm run build:kernels`; these go to a temporary folder.)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+builds=(
+  "dense_seesaw_sm90.cu -DMLA_TRACE=48 -DMLA_PIPE_L2_PREFETCH=1 -DMLA_FAST_L2_PREFETCH=1 -DMLA_FAST_LAZY_MAX=8"
+  "dense_seesaw_sm90.cu -DMLA_PIPE_EXP_ISSUE=2 -DMLA_PIPE_L2_PREFETCH=2"
+  "dense_seesaw_sm90.cu -DMLA_PIPE_S0_FIRST=1 -DMLA_PIPE_QROPE_REGS=0 -DMLA_PIPE_LAZY_MAX=0 -DMLA_ABLATE_LOADS"
+  "sparse_decode_sm90.cu -DMLA_TRACE=64 -DMLA_SPARSE_LAZY_MAX=0"
+)
+pids=()
+for i in "${!builds[@]}"; do
+  read -r file flags <<< "${builds[$i]}"
+  ( log=$(nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -cubin -Xptxas -v $flags -o "$out/$i.cubin" "kernels/mla_decode/$file" 2>&1) ||
+      { echo "$log" | tail -20; echo "checkExperiments: $file $flags does not compile" >&2; exit 1; }
+    if echo "$log" | grep -E "bytes spill (stores|loads)" | grep -vq " 0 bytes spill stores, 0 bytes spill loads"; then
+      echo "checkExperiments: $file $flags spills" >&2; exit 1; fi
+    if echo "$log" | grep -qE "C75(10|15|20)"; then echo "checkExperiments: $file $flags serializes wgmma" >&2; exit 1; fi
+    echo "checkExperiments: ok: $file $flags" ) &
+  pids+=($!)
+done
+failed=0
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+node --check scripts/device/traceDense.mjs && node --check scripts/device/traceSparse.mjs
+[ $failed = 0 ]
