@@ -139,6 +139,20 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 #define MLA_FAST_LAZY_MAX 0
 #endif
 
+// MLA_PIPE_K0_FIRST (a timing experiment written after the last device call, not yet run): seesaw_pipe
+//   frees K0 (block 0 of the pair) first. The trace (MLA_TRACE) showed the pair bounded by the refill
+//   chain: K0's tiles 4-8 were freed by the pair's third P·V (sP0·V0R) and K1's 0-3 by its last (sP1·V1L),
+//   each read by the next Q·Kᵀ ~2,000 cycles later, so S0 and S1 both arrived late and together. Here
+//   W0 hands P0 over relative to its own max m0 (no wait for W1's scale), so W1 queues sP0·V0R at once,
+//   onto O_R·s0, and only then rescales O_R by s1 and adds P1·V1R: the pipe runs P0·V0L, sP0·V0R, P1·V1R,
+//   sP1·V1L, and K0 is free (and refilled) after the second P·V instead of the third. The next S0 then
+//   lands well before S1, so W0's softmax can run while the pipe computes S1 (the seesaw's overlap).
+//   Same arithmetic as the default order up to where the s1 factor meets P0 (P0·s1 rounded to 16 bits
+//   there, O_R·s1 in fp32 here). seesawPipe.test must pass on it before it is timed.
+#ifndef MLA_PIPE_K0_FIRST
+#define MLA_PIPE_K0_FIRST 0
+#endif
+
 // MLA_PIPE_S0_FIRST (a timing experiment): W1 queues each Q·K1ᵀ only once W0 has queued all of its
 //   Q·K0ᵀ (mbarrier qk0_issued, one arrival per W0 warp), so S0 completes a whole Q·Kᵀ ahead of S1 and
 //   W0's softmax runs while the tensor pipe computes S1. The trace (MLA_TRACE, eighth session) showed the
@@ -150,6 +164,7 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 #ifndef MLA_PIPE_S0_FIRST
 #define MLA_PIPE_S0_FIRST 0
 #endif
+static_assert(!(MLA_PIPE_K0_FIRST && (MLA_PIPE_EXP_ISSUE || MLA_PIPE_S0_FIRST)), "one seesaw_pipe order experiment at a time");
 
 // seesaw_pipe, measured and not kept (H200, one call each against the kept form, docs/dense-decode.md
 // §10): W1 queuing its next Q·K1ᵀ only after all of W0's (dense-compute 545.5 vs 537.9 µs, mtp 1006.5
@@ -778,7 +793,33 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           }
           ptx::named_barrier_arrive(BAR_SCALE0_READY, CONSUMER_THREADS);
           TRACE(2);
-          if constexpr (MLA_PIPE_EXP_ISSUE) {
+          if constexpr (MLA_PIPE_K0_FIRST) {
+            // P0 relative to m0 goes to W1 before P0·V0L (W1 adds it to O_R·s0, then rescales by s1).
+            exp_sum(s, l, m, scale0, p.scale_log2);
+            TRACE(3);
+            uint32_t p0[4][4];
+            pack_p<T>(p0, s);
+            store_p(p_tile(sm, 0), p0, warp_in_wg, lane);
+            ptx::fence_proxy_async_smem();
+            ptx::named_barrier_arrive(BAR_P0_READY, CONSUMER_THREADS);
+            w0_step_3_pre(scale0, blk0);
+            pv_rs<T>(o, p0, sm.k[0], 0);  // O_L += P0·V0L
+            TRACE(4);
+            ptx::wgmma_wait<0>();
+            ptx::fence_regs(o);
+            TRACE(5);
+            release_and_refill(BAR_WG0, REFILL_K0_LEFT, next);
+            ptx::named_barrier_sync(BAR_SCALE1_READY, CONSUMER_THREADS);
+            TRACE(6);
+            float scale1[2];
+            take_scale1(m, l, scale1, sm, warp_in_wg, lane);
+            rescale_o<FAST>(o, scale1);
+            if (seqlen - blk1 * BLOCK_N < BLOCK_N) {  // V1's tail rows (W1's Q·K1ᵀ is done: it published s1 after it)
+              zero_tail_rows(sm.k[1], 0, max(seqlen - blk1 * BLOCK_N, 0), t128);
+              ptx::fence_proxy_async_smem();
+              wg_sync(BAR_WG0);
+            }
+          } else if constexpr (MLA_PIPE_EXP_ISSUE) {
             w0_step_3_pre(scale0, blk0);
             TRACE(3);
             uint32_t p0[4][4];
@@ -833,7 +874,39 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           // SCALE1 carries only the max and scale and goes out before the exponentials.
           ptx::named_barrier_arrive(BAR_SCALE1_READY, CONSUMER_THREADS);
           TRACE(3);
-          if constexpr (MLA_PIPE_EXP_ISSUE >= 2) {
+          if constexpr (MLA_PIPE_K0_FIRST) {
+            // O_R·s0 + sP0·V0R (both relative to m0) first, then ·s1 + P1·V1R (relative to m1).
+            rescale_o<FAST>(o, s0);
+            if (seqlen - blk1 * BLOCK_N < BLOCK_N) {  // both blocks' V tails (W0's Q·K0ᵀ is done: it published s0)
+              zero_tail_rows(sm.k[1], 4, max(seqlen - blk1 * BLOCK_N, 0), t128);
+              zero_tail_rows(sm.k[0], 4, max(seqlen - blk0 * BLOCK_N, 0), t128);
+              ptx::fence_proxy_async_smem();
+              wg_sync(BAR_WG1);
+            }
+            ptx::named_barrier_sync(BAR_P0_READY, CONSUMER_THREADS);
+            TRACE(4);
+            pv_ss<T>(o, p_tile(sm, 0), sm.k[0], 4);  // O_R += sP0·V0R
+            exp_sum(s, l, m, scale01, p.scale_log2);
+            uint32_t p1[4][4];
+            pack_p<T>(p1, s);
+            store_p(p1_tile<PIPE && MLA_PIPE_QROPE_REGS>(sm), p1, warp_in_wg, lane);
+            ptx::fence_proxy_async_smem();
+            TRACE(5);
+            ptx::wgmma_wait<0>();  // sP0·V0R is done: K0's tiles 4-8 (and sP0) are free
+            ptx::fence_regs(o);
+            TRACE(6);
+            release_and_refill(BAR_WG1, REFILL_K0_RIGHT_P, next);
+            rescale_o<FAST>(o, s1);
+            pv_rs<T>(o, p1, sm.k[1], 4);  // O_R += P1·V1R
+            TRACE(7);
+            __syncwarp();
+            if (lane == 0) ptx::mbarrier_arrive(&sm.pv0r_issued);  // sP1 stored: W0 may queue sP1·V1L
+            ptx::wgmma_wait<0>();
+            ptx::fence_regs(o);
+            TRACE(8);
+            release_and_refill(BAR_WG1, REFILL_K1_RIGHT, next);
+            TRACE(10);
+          } else if constexpr (MLA_PIPE_EXP_ISSUE >= 2) {
             w1_step_4_pre(scale01, blk0, blk1);
             uint32_t p1[4][4];
             exp_pack_issue<T>(o, p1, s, l, m, scale01, p.scale_log2, sm.k[1] + 4 * TILE_BYTES);  // O_R += P1·V1R
@@ -850,17 +923,19 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
             TRACE(4);
             w1_steps_4_5(scale01, p1, blk0, blk1);
           }
-          TRACE(7);
-          __syncwarp();
-          if (lane == 0) ptx::mbarrier_arrive(&sm.pv0r_issued);
-          ptx::wgmma_wait<1>();  // P1·V1R is done: K1's tiles 4-7 are free
-          TRACE(8);
-          release_and_refill(BAR_WG1, REFILL_K1_RIGHT, next);
-          ptx::wgmma_wait<0>();
-          ptx::fence_regs(o);
-          TRACE(9);
-          release_and_refill(BAR_WG1, REFILL_K0_RIGHT_P, next);
-          TRACE(10);
+          if constexpr (!MLA_PIPE_K0_FIRST) {
+            TRACE(7);
+            __syncwarp();
+            if (lane == 0) ptx::mbarrier_arrive(&sm.pv0r_issued);
+            ptx::wgmma_wait<1>();  // P1·V1R is done: K1's tiles 4-7 are free
+            TRACE(8);
+            release_and_refill(BAR_WG1, REFILL_K1_RIGHT, next);
+            ptx::wgmma_wait<0>();
+            ptx::fence_regs(o);
+            TRACE(9);
+            release_and_refill(BAR_WG1, REFILL_K0_RIGHT_P, next);
+            TRACE(10);
+          }
           if constexpr (!LAST) {
             if constexpr (MLA_PIPE_S0_FIRST) ptx::mbarrier_wait(&sm.qk0_issued, phase ^ 1);
             qk_issue<T>(s, sm, 1, phase ^ 1, 4, NUM_TILES, true, qrope);
