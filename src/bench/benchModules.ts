@@ -8,6 +8,8 @@ export interface BenchModules {
   fillKvUsedSlots: Kernel;
   /** bench_spin.cu: `bench_spin(ns)`, one thread that keeps the stream busy for `ns` nanoseconds. */
   spin: Kernel;
+  /** bench_spin.cu: `bench_clock_probe(out, ns)`, SM cycles and nanoseconds over `ns` ns (u32 each). */
+  clockProbe: Kernel;
 }
 
 const loaded = new Map<number, BenchModules>();
@@ -22,6 +24,7 @@ export function benchModules(deviceOrdinal = 0): BenchModules {
       fillNormalHalf: fill.getFunction("fill_normal_half"),
       fillKvUsedSlots: fill.getFunction("fill_kv_used_slots"),
       spin: spin.getFunction("bench_spin"),
+      clockProbe: spin.getFunction("bench_clock_probe"),
     };
     loaded.set(deviceOrdinal, m);
   }

@@ -41,6 +41,8 @@ export interface BenchRecordResult {
   sets?: number;
   setBytes?: number;
   hostOutran?: boolean;
+  /** SM clock (MHz) right after the case's timed calls (bench_clock_probe). */
+  smClockMhz?: number;
   firstBar?: BenchCaseResult["firstBar"] | NonNullable<BenchCaseResult["figures"]>["firstBar"];
   goal?: BenchCaseResult["goal"] | NonNullable<BenchCaseResult["figures"]>["goal"];
   anchor?: BenchCaseResult["anchor"];
@@ -137,6 +139,7 @@ function recordResult(r: BenchCaseResult): BenchRecordResult {
   if (r.figures !== undefined) Object.assign(out, { tflops: r.figures.tflops, gbPerS: r.figures.gbPerS, percentOfCeiling: r.figures.percentOfCeiling });
   if (r.figures?.cacheReadGbPerS !== undefined) out.cacheReadGbPerS = r.figures.cacheReadGbPerS;
   if (r.sets !== undefined) Object.assign(out, { sets: r.sets, setBytes: r.setBytes, hostOutran: r.hostOutran });
+  if (r.smClockMhz !== undefined) out.smClockMhz = r.smClockMhz;
   const firstBar = r.figures?.firstBar ?? r.firstBar;
   const goal = r.figures?.goal ?? r.goal;
   if (firstBar !== undefined) out.firstBar = firstBar;

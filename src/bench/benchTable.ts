@@ -57,6 +57,8 @@ export function benchTable(results: readonly BenchCaseResult[], opts: BenchTable
   if (results.some((r) => r.kind === "sparse" && r.figures !== undefined)) {
     lines.push(c.dim("sparse rows: GB/s is the FP8 cache read (N_unique · 656 B over the time); TFLOPS count N = Σ valid indices (FlashMLA's formulas)."));
   }
+  const clocks = results.filter((r) => r.smClockMhz !== undefined).map((r) => `${r.case} ${r.smClockMhz}`);
+  if (clocks.length > 0) lines.push(c.dim(`SM clock right after each case's timed calls (MHz; a power-limited GPU runs below its highest): ${clocks.join(", ")}.`));
   for (const b of budgets) lines.push(b);
   for (const n of notes) lines.push(c.dim(`note: ${n}`));
   return `${lines.join("\n")}\n`;

@@ -43,6 +43,8 @@ export interface BenchCaseResult {
   setBytes?: number;
   /** The host could not stay ahead of the GPU: times are upper bounds. */
   hostOutran?: boolean;
+  /** SM clock (MHz) measured right after the timed calls: under the GPU's highest when power-limited. */
+  smClockMhz?: number;
   figures?: BenchFigures;
   check?: { ok: boolean; rows: number; badElements: number; out: CompareSummary; lse: CompareSummary; message: string };
   /** Sparse: the seed's per-token cycle budget for the kernel that ran, and the share of it reached. */
@@ -180,7 +182,8 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
     });
 
     opts.onStage?.("timing");
-    const times = timeGpuCalls(calls, { stream, iters, warmup: sets.length + 2, spin: benchModules(device.ordinal).spin, onIteration: opts.onIteration });
+    const harness = benchModules(device.ordinal);
+    const times = timeGpuCalls(calls, { stream, iters, warmup: sets.length + 2, spin: harness.spin, clockProbe: harness.clockProbe, onIteration: opts.onIteration });
     const timeUs = timingStats(times.samplesUs);
 
     opts.onStage?.("check");
@@ -209,6 +212,7 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
       sets: sets.length,
       setBytes,
       hostOutran: times.hostOutran,
+      ...(times.smClockMhz !== undefined ? { smClockMhz: Math.round(times.smClockMhz) } : {}),
       figures,
       check: { ok: check.ok, rows: check.rows, badElements: check.badElements, out: check.out, lse: check.lse, message: check.message },
       ...budget(figures.tflops, timeUs.median),

@@ -3,6 +3,7 @@ import { ArgumentError } from "../errors/ArgumentError.js";
 import { Event } from "../runtime/Event.js";
 import type { Kernel } from "../runtime/Kernel.js";
 import type { Stream } from "../runtime/Stream.js";
+import { Tensor } from "../runtime/Tensor.js";
 
 /** Options of {@link timeGpuCalls}. */
 export interface TimeGpuCallsOptions {
@@ -14,6 +15,11 @@ export interface TimeGpuCallsOptions {
   warmup?: number;
   /** `bench_spin` from benchModules(): holds the stream while the host queues the timed calls. */
   spin: Kernel;
+  /**
+   * `bench_clock_probe` from benchModules(): when given, queued right behind the last timed call to
+   * read the SM clock the GPU ran at under this load (GpuCallTimes.smClockMhz).
+   */
+  clockProbe?: Kernel;
   /** Called after each timed call is queued. */
   onIteration?: (i: number) => void;
 }
@@ -31,7 +37,15 @@ export interface GpuCallTimes {
    * have waited for the host inside a timed interval, and the samples are upper bounds.
    */
   hostOutran: boolean;
+  /**
+   * SM clock in MHz over the PROBE_NS right after the last timed call (options.clockProbe): SM cycles
+   * over %globaltimer nanoseconds. Below the GPU's highest clock when it is power-limited.
+   */
+  smClockMhz?: number;
 }
+
+/** How long the clock probe counts cycles: long against %globaltimer's ~1 µs steps, short against the clock governor's milliseconds. */
+const PROBE_NS = 50_000;
 
 /** Longest head start the harness gives the host: beyond this, the host is far too slow anyway. */
 const MAX_SPIN_US = 2_000_000;
@@ -68,12 +82,15 @@ export function timeGpuCalls(calls: ReadonlyArray<() => void>, opts: TimeGpuCall
     spinUs = Math.min(MAX_SPIN_US, 4 * spinUs);
     result = runTimed(calls, opts, spinUs);
   }
-  return { samplesUs: result.samplesUs, hostUsPerCall: hostUs, spinUs, hostOutran: result.hostOutran };
+  const times: GpuCallTimes = { samplesUs: result.samplesUs, hostUsPerCall: hostUs, spinUs, hostOutran: result.hostOutran };
+  if (result.smClockMhz !== undefined) times.smClockMhz = result.smClockMhz;
+  return times;
 }
 
-function runTimed(calls: ReadonlyArray<() => void>, opts: TimeGpuCallsOptions, spinUs: number): { samplesUs: number[]; hostOutran: boolean } {
+function runTimed(calls: ReadonlyArray<() => void>, opts: TimeGpuCallsOptions, spinUs: number): { samplesUs: number[]; hostOutran: boolean; smClockMhz?: number } {
   const { stream, iters } = opts;
   const events: Event[] = [];
+  const probeOut = opts.clockProbe === undefined ? undefined : Tensor.emptyDevice([2], "i32", stream.deviceOrdinal);
   try {
     for (let i = 0; i < 2 * iters; i++) events.push(Event.create({ deviceOrdinal: stream.deviceOrdinal }));
     opts.spin.launch({ grid: 1, block: 1, stream }, [{ kind: "u64", value: BigInt(Math.round(spinUs * 1000)) }]);
@@ -85,10 +102,19 @@ function runTimed(calls: ReadonlyArray<() => void>, opts: TimeGpuCallsOptions, s
       opts.onIteration?.(i);
     }
     const queuedUs = (performance.now() - t0) * 1000;
+    if (probeOut !== undefined) opts.clockProbe!.launch({ grid: 1, block: 1, stream }, [{ kind: "ptr", value: probeOut.ptr }, { kind: "u64", value: BigInt(PROBE_NS) }]);
     events[2 * iters - 1].synchronize();
     const samplesUs = Array.from({ length: iters }, (_, i) => Event.elapsedMs(events[2 * i], events[2 * i + 1]) * 1000);
-    return { samplesUs, hostOutran: queuedUs > spinUs };
+    const out: { samplesUs: number[]; hostOutran: boolean; smClockMhz?: number } = { samplesUs, hostOutran: queuedUs > spinUs };
+    if (probeOut !== undefined) {
+      stream.synchronize();
+      const h = probeOut.toHost().host as Int32Array;
+      const cycles = h[0] >>> 0, ns = h[1] >>> 0;  // the kernel writes u32
+      if (ns > 0) out.smClockMhz = (cycles / ns) * 1000;
+    }
+    return out;
   } finally {
     for (const e of events) e.dispose();
+    probeOut?.dispose();
   }
 }

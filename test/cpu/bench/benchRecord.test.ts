@@ -107,3 +107,11 @@ test("benchRecord() carries the measured crossover gains when the run made any",
   assert.equal(benchRecord({ ...input(), crossoverGains: [] }).crossoverGains, undefined);
   assert.equal(benchRecord(input()).crossoverGains, undefined);
 });
+
+test("benchRecord() carries the SM clock measured right after each case's timed calls, where there is one", () => {
+  const i = input();
+  i.results = [{ ...timedResult("dense-compute", 452), smClockMhz: 1729 }, timedResult("dense-b1", 43)];
+  const r = JSON.parse(JSON.stringify(benchRecord(i)));
+  assert.equal(r.results[0].smClockMhz, 1729);
+  assert.equal("smClockMhz" in r.results[1], false);
+});

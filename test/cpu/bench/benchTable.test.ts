@@ -53,3 +53,9 @@ test("benchTable() colours only when given colours", () => {
   assert.doesNotMatch(benchTable([r], { colors: pc.createColors(false) }), /\x1b\[/);
   assert.match(benchTable([r], { colors: pc.createColors(true) }), /\x1b\[32mmet\x1b\[39m/);
 });
+
+test("benchTable() lists the SM clock measured after each case's timed calls, and no such line without one", () => {
+  const text = benchTable([{ ...timedResult("dense-compute", 452), smClockMhz: 1729 }, { ...timedResult("dense-b1", 43), smClockMhz: 1980 }]);
+  assert.match(text, /^SM clock right after each case's timed calls \(MHz; a power-limited GPU runs below its highest\): dense-compute 1729, dense-b1 1980\.$/m);
+  assert.doesNotMatch(benchTable([timedResult("dense-compute", 452)]), /SM clock/);
+});

@@ -39,6 +39,21 @@ describeGpu("bench harness on the GPU", (device) => {
     }
   });
 
+  test("timeGpuCalls() with the clock probe reports an SM clock between 200 MHz and the GPU's highest", () => {
+    const stream = Stream.create(device.ordinal);
+    try {
+      const { spin, clockProbe } = benchModules(device.ordinal);
+      const times = timeGpuCalls([() => spin.launch({ grid: 1, block: 1, stream }, [{ kind: "u64", value: 50_000n }])], { stream, iters: 20, spin, clockProbe });
+      assert.ok(times.smClockMhz !== undefined, "no clock measured");
+      const highest = device.clockRateKHz / 1000;
+      // %globaltimer steps of up to ~1 µs over the 50 µs count: a few % either way.
+      assert.ok(times.smClockMhz > 200 && times.smClockMhz < highest * 1.05, `SM clock ${times.smClockMhz} MHz (highest ${highest})`);
+      assert.equal(timeGpuCalls([() => spin.launch({ grid: 1, block: 1, stream }, [{ kind: "u64", value: 1_000n }])], { stream, iters: 2, spin }).smClockMhz, undefined);
+    } finally {
+      stream.dispose();
+    }
+  });
+
   test("measureCeilings() gives Hopper-sized copy, read and bf16 wgmma figures", () => {
     const env = gpuEnvironment(device);
     const rec = measureCeilings(device, env, { streamBytes: 512 << 20, iters: 20, wgmmaIters: 512 });
@@ -91,6 +106,7 @@ describeGpu("bench harness on the GPU", (device) => {
         assert.ok(r.timeUs!.median > 5 && r.timeUs!.median < 5000, `median ${r.timeUs!.median} µs`);
         assert.equal(r.check!.ok, true);
         assert.ok(r.figures!.gbPerS > 0);
+        assert.ok(r.smClockMhz !== undefined && r.smClockMhz > 200, `SM clock ${r.smClockMhz}`);
       } finally {
         stream.dispose();
       }
