@@ -113,7 +113,7 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 // MLA_PIPE_L2_PREFETCH (a timing experiment written after the last device call, not yet run): at the top
 //   of each pair W0's first lane prefetches into L2, with the same evict-first policy as the loads, the
 //   next pair's tiles refilled last: 1 = K0's tiles 4-8 (refilled after sP0·V0R) and K1's 0-3 (after
-//   sP1·V1L, the pair's last P·V); 2 = all 18. The trace (MLA_TRACE) showed W1's next Q·K1ᵀ waiting
+//   sP1·V1L, the pair's last P·V); 2 = all 18; 3 = all 18 of the pair after that (a whole pair's lead). The trace (MLA_TRACE) showed W1's next Q·K1ᵀ waiting
 //   ~2,600 cycles for K1's tiles 0-3 and a pair 220 cycles longer with loads than without (5,850 vs
 //   5,630): the most this can buy is that (~4 %). The sixth session's prefetch (all 18 tiles, normal
 //   priority, seesaw_fast) lost 8 % at dense-compute and 24 % at dense-mem-h16 (§8 of
@@ -126,6 +126,8 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 //   session's L2 prefetch of the next pair (all 18 tiles, at the top of the iteration) in seesaw_fast
 //   and seesaw, now with the loads' evict-first policy (§8 of docs/dense-decode.md measured it with
 //   normal priority: 8 % slower at dense-compute, 24 % at dense-mem-h16). For the memory-bound cases.
+//   2: the pair after the next one instead, a whole pair's time ahead of its refills (two blocks in L2
+//   beside the two in shared memory).
 #ifndef MLA_FAST_L2_PREFETCH
 #define MLA_FAST_L2_PREFETCH 0
 #endif
@@ -764,7 +766,8 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         constexpr bool LAST = decltype(last)::value;
         const int blk1 = blk0 + 1;
         const Pair next = next_pair(p, meta, {req, blk0, end_blk, {}});
-        if constexpr (MLA_PIPE_L2_PREFETCH > 0) prefetch_next_l2(next, MLA_PIPE_L2_PREFETCH < 2);
+        if constexpr (MLA_PIPE_L2_PREFETCH >= 3) prefetch_next_l2(next_pair(p, meta, next), false);
+        else if constexpr (MLA_PIPE_L2_PREFETCH > 0) prefetch_next_l2(next, MLA_PIPE_L2_PREFETCH < 2);
         // seesaw_pipe (docs/dense-decode.md §9): the seesaw steps of seesaw_fast, with the loop rotated so
         // the tensor pipe does not drain between a warpgroup's last P·V and its next Q·Kᵀ:
         //  - S of this pair was queued at the end of the previous iteration (or above); wait for it here;
@@ -966,7 +969,8 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       for (int blk0 = start_blk; blk0 < end_blk; blk0 += 2, phase ^= 1) {
         const int blk1 = blk0 + 1;
         const Pair next = next_pair(p, meta, {req, blk0, end_blk, {}});
-        if constexpr (MLA_FAST_L2_PREFETCH && !PIPE) prefetch_next_l2(next, false);
+        if constexpr (MLA_FAST_L2_PREFETCH >= 2 && !PIPE) prefetch_next_l2(next_pair(p, meta, next), false);
+        else if constexpr (MLA_FAST_L2_PREFETCH && !PIPE) prefetch_next_l2(next, false);
         if (wg == 0) {
           compute_s<T>(s, sm, 0, phase, lane, MLA_DENSE_QK0_FIRST > 0 ? MLA_DENSE_QK0_FIRST : NUM_TILES);
           mask_scale<FAST>(s, p, blk0, lane, limit);
