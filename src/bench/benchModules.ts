@@ -1,3 +1,4 @@
+import { ArgumentError } from "../errors/ArgumentError.js";
 import { Module, type Kernel } from "../runtime/Module.js";
 
 /** The helper kernels of the benchmark harness on one device. */
@@ -8,8 +9,11 @@ export interface BenchModules {
   fillKvUsedSlots: Kernel;
   /** bench_spin.cu: `bench_spin(ns)`, one thread that keeps the stream busy for `ns` nanoseconds. */
   spin: Kernel;
-  /** bench_spin.cu: `bench_clock_probe(out, ns)`, SM cycles and nanoseconds over `ns` ns (u32 each). */
-  clockProbe: Kernel;
+  /**
+   * bench_spin.cu: `bench_clock_probe(out, ns)`, SM cycles and nanoseconds over `ns` ns (u32 each);
+   * undefined with a kernel folder built before it existed (the benchmark then reports no clock).
+   */
+  clockProbe?: Kernel;
 }
 
 const loaded = new Map<number, BenchModules>();
@@ -24,9 +28,18 @@ export function benchModules(deviceOrdinal = 0): BenchModules {
       fillNormalHalf: fill.getFunction("fill_normal_half"),
       fillKvUsedSlots: fill.getFunction("fill_kv_used_slots"),
       spin: spin.getFunction("bench_spin"),
-      clockProbe: spin.getFunction("bench_clock_probe"),
+      clockProbe: optionalFunction(() => spin.getFunction("bench_clock_probe")),
     };
     loaded.set(deviceOrdinal, m);
   }
   return m;
+}
+
+function optionalFunction(get: () => Kernel): Kernel | undefined {
+  try {
+    return get();
+  } catch (e) {
+    if (e instanceof ArgumentError) return undefined;  // not in this cubin
+    throw e;
+  }
 }
