@@ -702,8 +702,9 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         wg_sync(BAR_WG0);
       }
     };
-    // From P0·V0L queued on (MLA_PIPE_EXP_ISSUE enters here with it queued by exp_pack_issue).
-    auto w0_steps_3_4_post = [&](uint32_t (&p0)[4][4], int blk1, const Pair& next) {
+    // From P0·V0L queued on (MLA_PIPE_EXP_ISSUE enters here with it queued by exp_pack_issue). HAND_OVER:
+    // P0·s1 stored as sP0 once W1 published s1 (MLA_PIPE_K0_FIRST hands P0 over earlier, unscaled).
+    auto w0_steps_3_4_post = [&](uint32_t (&p0)[4][4], int blk1, const Pair& next, auto hand_over) {
       ptx::wgmma_wait<0>();
       ptx::fence_regs(o);
       if constexpr (PIPE) TRACE(5);
@@ -712,10 +713,12 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       if constexpr (PIPE) TRACE(6);
       float scale1[2];
       take_scale1(m, l, scale1, sm, warp_in_wg, lane);
-      scale_p<T, FAST>(p0, scale1);
-      store_p(p_tile(sm, 0), p0, warp_in_wg, lane);
-      ptx::fence_proxy_async_smem();
-      ptx::named_barrier_arrive(BAR_P0_READY, CONSUMER_THREADS);
+      if constexpr (decltype(hand_over)::value) {
+        scale_p<T, FAST>(p0, scale1);
+        store_p(p_tile(sm, 0), p0, warp_in_wg, lane);
+        ptx::fence_proxy_async_smem();
+        ptx::named_barrier_arrive(BAR_P0_READY, CONSUMER_THREADS);
+      }
       rescale_o<FAST>(o, scale1);
       if (seqlen - blk1 * BLOCK_N < BLOCK_N) {
         zero_tail_rows(sm.k[1], 0, max(seqlen - blk1 * BLOCK_N, 0), t128);
@@ -729,7 +732,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       pack_p<T>(p0, s);
       pv_rs<T>(o, p0, sm.k[0], 0);  // O_L += P0·V0L
       if constexpr (PIPE) TRACE(4);
-      w0_steps_3_4_post(p0, blk1, next);
+      w0_steps_3_4_post(p0, blk1, next, cuda::std::true_type{});
     };
     // W1, steps 4-5 after it published s1 and sP1: O_R = O_R·s0·s1 + P1·V1R + sP0·V0R (the V rows past
     // the end zeroed first), queued, not waited for.
@@ -808,27 +811,14 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
             w0_step_3_pre(scale0, blk0);
             pv_rs<T>(o, p0, sm.k[0], 0);  // O_L += P0·V0L
             TRACE(4);
-            ptx::wgmma_wait<0>();
-            ptx::fence_regs(o);
-            TRACE(5);
-            release_and_refill(BAR_WG0, REFILL_K0_LEFT, next);
-            ptx::named_barrier_sync(BAR_SCALE1_READY, CONSUMER_THREADS);
-            TRACE(6);
-            float scale1[2];
-            take_scale1(m, l, scale1, sm, warp_in_wg, lane);
-            rescale_o<FAST>(o, scale1);
-            if (seqlen - blk1 * BLOCK_N < BLOCK_N) {  // V1's tail rows (W1's Q·K1ᵀ is done: it published s1 after it)
-              zero_tail_rows(sm.k[1], 0, max(seqlen - blk1 * BLOCK_N, 0), t128);
-              ptx::fence_proxy_async_smem();
-              wg_sync(BAR_WG0);
-            }
+            w0_steps_3_4_post(p0, blk1, next, cuda::std::false_type{});
           } else if constexpr (MLA_PIPE_EXP_ISSUE) {
             w0_step_3_pre(scale0, blk0);
             TRACE(3);
             uint32_t p0[4][4];
             exp_pack_issue<T>(o, p0, s, l, m, scale0, p.scale_log2, sm.k[0]);  // O_L += P0·V0L
             TRACE(4);
-            w0_steps_3_4_post(p0, blk1, next);
+            w0_steps_3_4_post(p0, blk1, next, cuda::std::true_type{});
           } else {
             exp_sum(s, l, m, scale0, p.scale_log2);
             TRACE(3);
@@ -879,13 +869,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           TRACE(3);
           if constexpr (MLA_PIPE_K0_FIRST) {
             // O_R·s0 + sP0·V0R (both relative to m0) first, then ·s1 + P1·V1R (relative to m1).
-            rescale_o<FAST>(o, s0);
-            if (seqlen - blk1 * BLOCK_N < BLOCK_N) {  // both blocks' V tails (W0's Q·K0ᵀ is done: it published s0)
-              zero_tail_rows(sm.k[1], 4, max(seqlen - blk1 * BLOCK_N, 0), t128);
-              zero_tail_rows(sm.k[0], 4, max(seqlen - blk0 * BLOCK_N, 0), t128);
-              ptx::fence_proxy_async_smem();
-              wg_sync(BAR_WG1);
-            }
+            w1_step_4_pre(s0, blk0, blk1);
             ptx::named_barrier_sync(BAR_P0_READY, CONSUMER_THREADS);
             TRACE(4);
             pv_ss<T>(o, p_tile(sm, 0), sm.k[0], 4);  // O_R += sP0·V0R

@@ -90,7 +90,8 @@ export function timeGpuCalls(calls: ReadonlyArray<() => void>, opts: TimeGpuCall
 function runTimed(calls: ReadonlyArray<() => void>, opts: TimeGpuCallsOptions, spinUs: number): { samplesUs: number[]; hostOutran: boolean; smClockMhz?: number } {
   const { stream, iters } = opts;
   const events: Event[] = [];
-  const probeOut = opts.clockProbe === undefined ? undefined : Tensor.emptyDevice([2], "i32", stream.deviceOrdinal);
+  const probe = opts.clockProbe;
+  const probeOut = probe === undefined ? undefined : Tensor.emptyDevice([2], "i32", stream.deviceOrdinal);
   try {
     for (let i = 0; i < 2 * iters; i++) events.push(Event.create({ deviceOrdinal: stream.deviceOrdinal }));
     opts.spin.launch({ grid: 1, block: 1, stream }, [{ kind: "u64", value: BigInt(Math.round(spinUs * 1000)) }]);
@@ -102,7 +103,7 @@ function runTimed(calls: ReadonlyArray<() => void>, opts: TimeGpuCallsOptions, s
       opts.onIteration?.(i);
     }
     const queuedUs = (performance.now() - t0) * 1000;
-    if (probeOut !== undefined) opts.clockProbe!.launch({ grid: 1, block: 1, stream }, [{ kind: "ptr", value: probeOut.ptr }, { kind: "u64", value: BigInt(PROBE_NS) }]);
+    if (probe !== undefined && probeOut !== undefined) probe.launch({ grid: 1, block: 1, stream }, [{ kind: "ptr", value: probeOut.ptr }, { kind: "u64", value: BigInt(PROBE_NS) }]);
     events[2 * iters - 1].synchronize();
     const samplesUs = Array.from({ length: iters }, (_, i) => Event.elapsedMs(events[2 * i], events[2 * i + 1]) * 1000);
     const out: { samplesUs: number[]; hostOutran: boolean; smClockMhz?: number } = { samplesUs, hostOutran: queuedUs > spinUs };
