@@ -110,49 +110,12 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 #define MLA_PIPE_EXP_ISSUE 0
 #endif
 
-// MLA_PIPE_L2_PREFETCH (a timing experiment written after the last device call, not yet run): at the top
-//   of each pair W0's first lane prefetches into L2, with the same evict-first policy as the loads, the
-//   next pair's tiles refilled last: 1 = K0's tiles 4-8 (refilled after sP0·V0R) and K1's 0-3 (after
-//   sP1·V1L, the pair's last P·V); 2 = all 18; 3 = all 18 of the pair after that (a whole pair's lead). The trace (MLA_TRACE) showed W1's next Q·K1ᵀ waiting
-//   ~2,600 cycles for K1's tiles 0-3 and a pair 220 cycles longer with loads than without (5,850 vs
-//   5,630): the most this can buy is that (~4 %). The sixth session's prefetch (all 18 tiles, normal
-//   priority, seesaw_fast) lost 8 % at dense-compute and 24 % at dense-mem-h16 (§8 of
-//   docs/dense-decode.md); this one has the policy and runs only in seesaw_pipe (compute-bound shapes).
-#ifndef MLA_PIPE_L2_PREFETCH
-#define MLA_PIPE_L2_PREFETCH 0
-#endif
-
-// MLA_FAST_L2_PREFETCH (a timing experiment written after the last device call, not yet run): the sixth
-//   session's L2 prefetch of the next pair (all 18 tiles, at the top of the iteration) in seesaw_fast
-//   and seesaw, now with the loads' evict-first policy (§8 of docs/dense-decode.md measured it with
-//   normal priority: 8 % slower at dense-compute, 24 % at dense-mem-h16). For the memory-bound cases.
-//   2: the pair after the next one instead, a whole pair's time ahead of its refills (two blocks in L2
-//   beside the two in shared memory).
-#ifndef MLA_FAST_L2_PREFETCH
-#define MLA_FAST_L2_PREFETCH 0
-#endif
-
-// MLA_FAST_LAZY_MAX (a timing experiment written after the last device call, not yet run; τ, 0 = off):
-//   seesaw_fast and seesaw (the memory-bound and latency shapes' kernel) with seesaw_pipe's lazy running
-//   max, so their warp-vote fast paths skip the rescales after the first block. Their pairs wait on loads
-//   more than on the softmax (dense-mem-h16 without loads: 218 µs of 302), so expect little; the latency
-//   cases (dense-b1, -uneven) have the shortest pairs and most to gain.
+// MLA_FAST_LAZY_MAX (τ, default 8; 0 = the exact running max): seesaw_fast and seesaw (the memory-bound
+//   and latency shapes' kernels) with seesaw_pipe's lazy running max, so their warp-vote fast paths skip
+//   the rescales after the first block. H200, one call (records `…-s9a-*`): seesaw_fast dense-compute
+//   509.0 vs 531.2 µs, dense-b1 41.3 vs 42.2, dense-mem-h16 and -short-h16 within 0.3 µs.
 #ifndef MLA_FAST_LAZY_MAX
-#define MLA_FAST_LAZY_MAX 0
-#endif
-
-// MLA_PIPE_K0_FIRST (a timing experiment written after the last device call, not yet run): seesaw_pipe
-//   frees K0 (block 0 of the pair) first. The trace (MLA_TRACE) showed the pair bounded by the refill
-//   chain: K0's tiles 4-8 were freed by the pair's third P·V (sP0·V0R) and K1's 0-3 by its last (sP1·V1L),
-//   each read by the next Q·Kᵀ ~2,000 cycles later, so S0 and S1 both arrived late and together. Here
-//   W0 hands P0 over relative to its own max m0 (no wait for W1's scale), so W1 queues sP0·V0R at once,
-//   onto O_R·s0, and only then rescales O_R by s1 and adds P1·V1R: the pipe runs P0·V0L, sP0·V0R, P1·V1R,
-//   sP1·V1L, and K0 is free (and refilled) after the second P·V instead of the third. The next S0 then
-//   lands well before S1, so W0's softmax can run while the pipe computes S1 (the seesaw's overlap).
-//   Same arithmetic as the default order up to where the s1 factor meets P0 (P0·s1 rounded to 16 bits
-//   there, O_R·s1 in fp32 here). seesawPipe.test must pass on it before it is timed.
-#ifndef MLA_PIPE_K0_FIRST
-#define MLA_PIPE_K0_FIRST 0
+#define MLA_FAST_LAZY_MAX 8
 #endif
 
 // MLA_PIPE_S0_FIRST (a timing experiment): W1 queues each Q·K1ᵀ only once W0 has queued all of its
@@ -166,7 +129,7 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 #ifndef MLA_PIPE_S0_FIRST
 #define MLA_PIPE_S0_FIRST 0
 #endif
-static_assert(!(MLA_PIPE_K0_FIRST && (MLA_PIPE_EXP_ISSUE || MLA_PIPE_S0_FIRST)), "one seesaw_pipe order experiment at a time");
+static_assert(!(MLA_PIPE_EXP_ISSUE && MLA_PIPE_S0_FIRST), "one seesaw_pipe order experiment at a time");
 
 // seesaw_pipe, measured and not kept (H200, one call each against the kept form, docs/dense-decode.md
 // §10): W1 queuing its next Q·K1ᵀ only after all of W0's (dense-compute 545.5 vs 537.9 µs, mtp 1006.5
@@ -648,18 +611,6 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       if (warp_u == 0) refill<MC, PIPE && MLA_PIPE_QROPE_REGS>(p, sm, next, g, hk, policy, empty_phase, lane);
     }
   };
-  // MLA_PIPE_L2_PREFETCH / MLA_FAST_L2_PREFETCH: W0's first lane prefetches the pair `next` into L2 with
-  // the loads' evict-first policy: every tile, or (late_only) the ones seesaw_pipe refills last, K0's 4-8
-  // and K1's 0-3.
-  auto prefetch_next_l2 = [&](const Pair& next, bool late_only) {
-    if (wg != 0 || warp_u != 0 || lane != 0 || next.end_blk == 0) return;
-#pragma unroll
-    for (int st = 0; st < 2; ++st) {
-      const int t0 = !late_only ? 0 : (st == 0 ? 4 : 0), t1 = !late_only ? NUM_TILES : (st == 0 ? NUM_TILES : 4);
-      if (next.phys[st] >= 0)
-        for (int t = t0; t < t1; ++t) ptx::tma_prefetch_4d(&p.tmap_kv, t * 64, hk, 0, next.phys[st], policy);
-    }
-  };
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
     const int seqlen = p.cache_seqlens[req];
     const int start_blk = req == meta.begin_req_idx ? meta.begin_block_idx : 0;
@@ -702,9 +653,9 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         wg_sync(BAR_WG0);
       }
     };
-    // From P0·V0L queued on (MLA_PIPE_EXP_ISSUE enters here with it queued by exp_pack_issue). HAND_OVER:
-    // P0·s1 stored as sP0 once W1 published s1 (MLA_PIPE_K0_FIRST hands P0 over earlier, unscaled).
-    auto w0_steps_3_4_post = [&](uint32_t (&p0)[4][4], int blk1, const Pair& next, auto hand_over) {
+    // From P0·V0L queued on (MLA_PIPE_EXP_ISSUE enters here with it queued by exp_pack_issue): P0·s1
+    // stored as sP0 once W1 published s1.
+    auto w0_steps_3_4_post = [&](uint32_t (&p0)[4][4], int blk1, const Pair& next) {
       ptx::wgmma_wait<0>();
       ptx::fence_regs(o);
       if constexpr (PIPE) TRACE(5);
@@ -713,12 +664,10 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       if constexpr (PIPE) TRACE(6);
       float scale1[2];
       take_scale1(m, l, scale1, sm, warp_in_wg, lane);
-      if constexpr (decltype(hand_over)::value) {
-        scale_p<T, FAST>(p0, scale1);
-        store_p(p_tile(sm, 0), p0, warp_in_wg, lane);
-        ptx::fence_proxy_async_smem();
-        ptx::named_barrier_arrive(BAR_P0_READY, CONSUMER_THREADS);
-      }
+      scale_p<T, FAST>(p0, scale1);
+      store_p(p_tile(sm, 0), p0, warp_in_wg, lane);
+      ptx::fence_proxy_async_smem();
+      ptx::named_barrier_arrive(BAR_P0_READY, CONSUMER_THREADS);
       rescale_o<FAST>(o, scale1);
       if (seqlen - blk1 * BLOCK_N < BLOCK_N) {
         zero_tail_rows(sm.k[1], 0, max(seqlen - blk1 * BLOCK_N, 0), t128);
@@ -732,7 +681,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       pack_p<T>(p0, s);
       pv_rs<T>(o, p0, sm.k[0], 0);  // O_L += P0·V0L
       if constexpr (PIPE) TRACE(4);
-      w0_steps_3_4_post(p0, blk1, next, cuda::std::true_type{});
+      w0_steps_3_4_post(p0, blk1, next);
     };
     // W1, steps 4-5 after it published s1 and sP1: O_R = O_R·s0·s1 + P1·V1R + sP0·V0R (the V rows past
     // the end zeroed first), queued, not waited for.
@@ -769,8 +718,6 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         constexpr bool LAST = decltype(last)::value;
         const int blk1 = blk0 + 1;
         const Pair next = next_pair(p, meta, {req, blk0, end_blk, {}});
-        if constexpr (MLA_PIPE_L2_PREFETCH >= 3) prefetch_next_l2(next_pair(p, meta, next), false);
-        else if constexpr (MLA_PIPE_L2_PREFETCH > 0) prefetch_next_l2(next, MLA_PIPE_L2_PREFETCH < 2);
         // seesaw_pipe (docs/dense-decode.md §9): the seesaw steps of seesaw_fast, with the loop rotated so
         // the tensor pipe does not drain between a warpgroup's last P·V and its next Q·Kᵀ:
         //  - S of this pair was queued at the end of the previous iteration (or above); wait for it here;
@@ -799,26 +746,13 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           }
           ptx::named_barrier_arrive(BAR_SCALE0_READY, CONSUMER_THREADS);
           TRACE(2);
-          if constexpr (MLA_PIPE_K0_FIRST) {
-            // P0 relative to m0 goes to W1 before P0·V0L (W1 adds it to O_R·s0, then rescales by s1).
-            exp_sum(s, l, m, scale0, p.scale_log2);
-            TRACE(3);
-            uint32_t p0[4][4];
-            pack_p<T>(p0, s);
-            store_p(p_tile(sm, 0), p0, warp_in_wg, lane);
-            ptx::fence_proxy_async_smem();
-            ptx::named_barrier_arrive(BAR_P0_READY, CONSUMER_THREADS);
-            w0_step_3_pre(scale0, blk0);
-            pv_rs<T>(o, p0, sm.k[0], 0);  // O_L += P0·V0L
-            TRACE(4);
-            w0_steps_3_4_post(p0, blk1, next, cuda::std::false_type{});
-          } else if constexpr (MLA_PIPE_EXP_ISSUE) {
+          if constexpr (MLA_PIPE_EXP_ISSUE) {
             w0_step_3_pre(scale0, blk0);
             TRACE(3);
             uint32_t p0[4][4];
             exp_pack_issue<T>(o, p0, s, l, m, scale0, p.scale_log2, sm.k[0]);  // O_L += P0·V0L
             TRACE(4);
-            w0_steps_3_4_post(p0, blk1, next, cuda::std::true_type{});
+            w0_steps_3_4_post(p0, blk1, next);
           } else {
             exp_sum(s, l, m, scale0, p.scale_log2);
             TRACE(3);
@@ -867,33 +801,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           // SCALE1 carries only the max and scale and goes out before the exponentials.
           ptx::named_barrier_arrive(BAR_SCALE1_READY, CONSUMER_THREADS);
           TRACE(3);
-          if constexpr (MLA_PIPE_K0_FIRST) {
-            // O_R·s0 + sP0·V0R (both relative to m0) first, then ·s1 + P1·V1R (relative to m1).
-            w1_step_4_pre(s0, blk0, blk1);
-            ptx::named_barrier_sync(BAR_P0_READY, CONSUMER_THREADS);
-            TRACE(4);
-            pv_ss<T>(o, p_tile(sm, 0), sm.k[0], 4);  // O_R += sP0·V0R
-            exp_sum(s, l, m, scale01, p.scale_log2);
-            uint32_t p1[4][4];
-            pack_p<T>(p1, s);
-            store_p(p1_tile<PIPE && MLA_PIPE_QROPE_REGS>(sm), p1, warp_in_wg, lane);
-            ptx::fence_proxy_async_smem();
-            TRACE(5);
-            ptx::wgmma_wait<0>();  // sP0·V0R is done: K0's tiles 4-8 (and sP0) are free
-            ptx::fence_regs(o);
-            TRACE(6);
-            release_and_refill(BAR_WG1, REFILL_K0_RIGHT_P, next);
-            rescale_o<FAST>(o, s1);
-            pv_rs<T>(o, p1, sm.k[1], 4);  // O_R += P1·V1R
-            TRACE(7);
-            __syncwarp();
-            if (lane == 0) ptx::mbarrier_arrive(&sm.pv0r_issued);  // sP1 stored: W0 may queue sP1·V1L
-            ptx::wgmma_wait<0>();
-            ptx::fence_regs(o);
-            TRACE(8);
-            release_and_refill(BAR_WG1, REFILL_K1_RIGHT, next);
-            TRACE(10);
-          } else if constexpr (MLA_PIPE_EXP_ISSUE >= 2) {
+          if constexpr (MLA_PIPE_EXP_ISSUE >= 2) {
             w1_step_4_pre(scale01, blk0, blk1);
             uint32_t p1[4][4];
             exp_pack_issue<T>(o, p1, s, l, m, scale01, p.scale_log2, sm.k[1] + 4 * TILE_BYTES);  // O_R += P1·V1R
@@ -910,7 +818,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
             TRACE(4);
             w1_steps_4_5(scale01, p1, blk0, blk1);
           }
-          if constexpr (!MLA_PIPE_K0_FIRST) {
+          {
             TRACE(7);
             __syncwarp();
             if (lane == 0) ptx::mbarrier_arrive(&sm.pv0r_issued);
@@ -953,8 +861,6 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       for (int blk0 = start_blk; blk0 < end_blk; blk0 += 2, phase ^= 1) {
         const int blk1 = blk0 + 1;
         const Pair next = next_pair(p, meta, {req, blk0, end_blk, {}});
-        if constexpr (MLA_FAST_L2_PREFETCH >= 2 && !PIPE) prefetch_next_l2(next_pair(p, meta, next), false);
-        else if constexpr (MLA_FAST_L2_PREFETCH && !PIPE) prefetch_next_l2(next, false);
         if (wg == 0) {
           compute_s<T>(s, sm, 0, phase, lane, MLA_DENSE_QK0_FIRST > 0 ? MLA_DENSE_QK0_FIRST : NUM_TILES);
           mask_scale<FAST>(s, p, blk0, lane, limit);

@@ -4,7 +4,7 @@
 // of a pair to each event over the steady pairs (the first two and the last skipped), then pair 8's
 // raw timeline for both warpgroups on one clock. Run from the project root on the GPU host:
 //   FLASHMLA_KERNEL_DIR=dist/kernels-trace bash .gpu/enter.sh node scripts/device/traceDense.mjs [case] [kernel]
-// (TRACE_ORDER=k0first for a build with -DMLA_PIPE_K0_FIRST=1; TRACE_JSON=file keeps the raw events)
+// (TRACE_JSON=file keeps the raw events)
 // (case: dense-compute (default) or dense-compute-mtp; kernel: dense_seesaw_pipe).
 import { Event, flashMlaWithKvcache, getMlaMetadata, Stream, Tensor } from "../../dist/src/index.js";
 import { decodeKernels } from "../../dist/src/mla/decodeKernels.js";
@@ -26,13 +26,6 @@ const EVENTS = [
   ],
 ];
 
-// A -DMLA_PIPE_K0_FIRST=1 build records W1's events in its own order (TRACE_ORDER=k0first names them).
-if (process.env.TRACE_ORDER === "k0first") {
-  EVENTS[0][3] = "P0 = exp done (sP0 handed over before P0·V0L)";
-  EVENTS[0][7] = "O_L rescaled by s1";
-  EVENTS[1].splice(4, 7, "P0_READY passed (→ sP0·V0R next)", "P1 = exp done, sP1 stored", "sP0·V0R retired",
-    "→ P1·V1R", "P1·V1R retired", "(unused)", "K1 right refilled");
-}
 const caseName = process.argv[2] ?? "dense-compute";
 const kernel = process.argv[3] ?? "dense_seesaw_pipe";
 const s_q = caseName === "dense-compute-mtp" ? 2 : 1;

@@ -18,7 +18,7 @@
 #   sanitize           compute-sanitizer (SANITIZE_TOOLS, default all four) over test/gpu/sanitize; API errors
 #                      are not reported: Kernel.paramInfo() probes cuFuncGetParamInfo past the last
 #                      parameter on purpose (memcheck counted 14 such, one per kernel, and no memory error)
-#   bench-dirs         the headline cases for BENCH_DIR_KERNELS (default dense_seesaw_fast sparse_v2) from
+#   bench-dirs         the headline cases (or BENCH_DIR_CASES) for BENCH_DIR_KERNELS (default dense_seesaw_fast sparse_v2) from
 #                      each kernel folder of BENCH_DIRS, e.g. "dist/kernels-ctl dist/kernels", in one call
 #   racecheck-probe    build scripts/device/racecheck-probe.cu on the host and run it plain and under racecheck
 #   bench-all          flashmla bench --all with JSON and SVG
@@ -86,7 +86,7 @@ for step in $steps; do
     bench-dirs)  # the headline cases per kernel folder of BENCH_DIRS (a control build beside this one)
       for d in ${BENCH_DIRS:?set BENCH_DIRS}; do for k in ${BENCH_DIR_KERNELS:-dense_seesaw_fast sparse_v2}; do
         export FLASHMLA_KERNEL_DIR=$d
-        run "bench $k ($d)" ${BENCH_DIR_LIMIT:-120} node dist/src/cli/cli.js bench --case $dense_cases sparse-v32 sparse-v32-h64 sparse-long-topk sparse-h16 --kernel $k --json "$out/bench-$(basename "$d")-$k.json"
+        run "bench $k ($d)" ${BENCH_DIR_LIMIT:-120} node dist/src/cli/cli.js bench --case ${BENCH_DIR_CASES:-$dense_cases sparse-v32 sparse-v32-h64 sparse-long-topk sparse-h16} --kernel $k --json "$out/bench-$(basename "$d")-$k.json"
         unset FLASHMLA_KERNEL_DIR; done; done ;;
     bench-dense-grid) run "bench grid" 200 node dist/src/cli/cli.js bench --case dense-grid --kernel ${KERNEL:-dense_seesaw} --json "$out/bench-grid.json" ;;
     bench-sparse) [ -n "${sparse_hung:-}" ] && { echo "== bench-sparse skipped: the sparse test hung"; continue; }
