@@ -9,6 +9,8 @@ export const config = {
   packageRoot,
   /** Path or soname of the CUDA driver library. FLASHMLA_LIBCUDA overrides. */
   libcudaPath: process.env.FLASHMLA_LIBCUDA ?? "libcuda.so.1",
+  /** Path or soname of NVML, which the benchmark samples clocks and power with. FLASHMLA_LIBNVML overrides. */
+  libnvmlPath: process.env.FLASHMLA_LIBNVML ?? "libnvidia-ml.so.1",
   /** Folder holding the compiled cubins and manifest.json. FLASHMLA_KERNEL_DIR overrides. */
   kernelDir: process.env.FLASHMLA_KERNEL_DIR ?? path.join(packageRoot, "dist", "kernels"),
   /** CUDA device ordinal used by default. FLASHMLA_DEVICE overrides. */

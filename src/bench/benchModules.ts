@@ -1,4 +1,3 @@
-import { ArgumentError } from "../errors/ArgumentError.js";
 import { Module, type Kernel } from "../runtime/Module.js";
 
 /** The helper kernels of the benchmark harness on one device. */
@@ -7,13 +6,12 @@ export interface BenchModules {
   fillNormalHalf: Kernel;
   /** test_fill.cu: `fill_kv_used_slots(kv, block_table, seqlens, max_blocks_per_seq, h_kv, seed, scale, clamp, is_fp16)`. */
   fillKvUsedSlots: Kernel;
-  /** bench_spin.cu: `bench_spin(ns)`, one thread that keeps the stream busy for `ns` nanoseconds. */
-  spin: Kernel;
   /**
-   * bench_spin.cu: `bench_clock_probe(out, ns)`, SM cycles and nanoseconds over `ns` ns (u32 each);
-   * undefined with a kernel folder built before it existed (the benchmark then reports no clock).
+   * bench_spin.cu: `bench_spin(ns)`, one thread that keeps the stream busy for `ns` nanoseconds.
+   * (bench_spin.cu's `bench_clock_probe` is no longer loaded: it read the clock after the timed
+   * calls, when it had already recovered; timeGpuCalls samples it through NVML during them.)
    */
-  clockProbe?: Kernel;
+  spin: Kernel;
 }
 
 const loaded = new Map<number, BenchModules>();
@@ -28,18 +26,8 @@ export function benchModules(deviceOrdinal = 0): BenchModules {
       fillNormalHalf: fill.getFunction("fill_normal_half"),
       fillKvUsedSlots: fill.getFunction("fill_kv_used_slots"),
       spin: spin.getFunction("bench_spin"),
-      clockProbe: optionalFunction(() => spin.getFunction("bench_clock_probe")),
     };
     loaded.set(deviceOrdinal, m);
   }
   return m;
-}
-
-function optionalFunction(get: () => Kernel): Kernel | undefined {
-  try {
-    return get();
-  } catch (e) {
-    if (e instanceof ArgumentError) return undefined;  // not in this cubin
-    throw e;
-  }
 }

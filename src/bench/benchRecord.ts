@@ -8,8 +8,11 @@ import type { GpuEnvironment } from "./gpuEnvironment.js";
 import type { CrossoverGain } from "./crossoverGain.js";
 import type { BenchCaseResult } from "./runBenchCase.js";
 
-/** Format tag of {@link BenchRecord}; bumped when a field changes meaning. */
-export const BENCH_RECORD_SCHEMA = "flashmla-ts/bench@1";
+/**
+ * Format tag of {@link BenchRecord}; bumped when a field changes meaning. @2: smClockMhz is NVML's
+ * median during the timed calls (in @1, bench_clock_probe's reading right after them).
+ */
+export const BENCH_RECORD_SCHEMA = "flashmla-ts/bench@2";
 
 /** One case in the JSON record: the figures flat, the detail beside them. */
 export interface BenchRecordResult {
@@ -41,8 +44,14 @@ export interface BenchRecordResult {
   sets?: number;
   setBytes?: number;
   hostOutran?: boolean;
-  /** SM clock (MHz) right after the case's timed calls (bench_clock_probe). */
+  /** Median SM clock (MHz) NVML reported while the case's timed calls ran. */
   smClockMhz?: number;
+  /** Median board power (W) over the same samples (NVML's 1 s average on Ampere and newer). */
+  powerW?: number;
+  /** NVML clock-event reasons seen in any of them ("sw-power-cap", ...); [] for none. */
+  clockReasons?: string[];
+  /** NVML samples behind the three figures above. */
+  clockSamples?: number;
   firstBar?: BenchCaseResult["firstBar"] | NonNullable<BenchCaseResult["figures"]>["firstBar"];
   goal?: BenchCaseResult["goal"] | NonNullable<BenchCaseResult["figures"]>["goal"];
   anchor?: BenchCaseResult["anchor"];
@@ -140,6 +149,9 @@ function recordResult(r: BenchCaseResult): BenchRecordResult {
   if (r.figures?.cacheReadGbPerS !== undefined) out.cacheReadGbPerS = r.figures.cacheReadGbPerS;
   if (r.sets !== undefined) Object.assign(out, { sets: r.sets, setBytes: r.setBytes, hostOutran: r.hostOutran });
   if (r.smClockMhz !== undefined) out.smClockMhz = r.smClockMhz;
+  if (r.powerW !== undefined) out.powerW = r.powerW;
+  if (r.clockReasons !== undefined) out.clockReasons = r.clockReasons;
+  if (r.clockSamples !== undefined) out.clockSamples = r.clockSamples;
   const firstBar = r.figures?.firstBar ?? r.firstBar;
   const goal = r.figures?.goal ?? r.goal;
   if (firstBar !== undefined) out.firstBar = firstBar;

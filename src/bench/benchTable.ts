@@ -21,8 +21,9 @@ const HEAD = ["case", "µs median", "µs p90", "TFLOPS", "GB/s", "% ceil", "boun
  * The end-of-run table of `flashmla bench`: one row per case with the median and p90 time, TFLOPS,
  * GB/s (for sparse cases the FP8 cache read, N_unique · 656 B over the time), % of the binding
  * measured roof, the bound, FlashMLA's anchor, the first bar and goal with a met/miss verdict, and
- * the correctness check; then the seed's cycle budget of each sparse case and one note per case
- * that is not plainly ok.
+ * the correctness check; then the SM clock, power and clock-event reasons NVML sampled during each
+ * case's timed calls, the seed's cycle budget of each sparse case and one note per case that is not
+ * plainly ok.
  */
 export function benchTable(results: readonly BenchCaseResult[], opts: BenchTableOptions = {}): string {
   const c = opts.colors ?? pc.createColors(false);
@@ -57,11 +58,21 @@ export function benchTable(results: readonly BenchCaseResult[], opts: BenchTable
   if (results.some((r) => r.kind === "sparse" && r.figures !== undefined)) {
     lines.push(c.dim("sparse rows: GB/s is the FP8 cache read (N_unique · 656 B over the time); TFLOPS count N = Σ valid indices (FlashMLA's formulas)."));
   }
-  const clocks = results.filter((r) => r.smClockMhz !== undefined).map((r) => `${r.case} ${r.smClockMhz}`);
-  if (clocks.length > 0) lines.push(c.dim(`SM clock right after each case's timed calls (MHz; a power-limited GPU runs below its highest): ${clocks.join(", ")}.`));
+  const clocks = results.filter((r) => r.smClockMhz !== undefined).map(clockText);
+  if (clocks.length > 0) {
+    lines.push(c.dim(`SM clock sampled by NVML during each case's timed calls (median; power is NVML's 1 s average; clock-event reasons seen): ${clocks.join("; ")}.`));
+  }
   for (const b of budgets) lines.push(b);
   for (const n of notes) lines.push(c.dim(`note: ${n}`));
   return `${lines.join("\n")}\n`;
+}
+
+/** "dense-compute 1729 MHz 698 W sw-power-cap"; "none" when NVML reported no reason. */
+function clockText(r: BenchCaseResult): string {
+  const parts = [r.case, `${r.smClockMhz} MHz`];
+  if (r.powerW !== undefined) parts.push(`${r.powerW} W`);
+  if (r.clockReasons !== undefined) parts.push(r.clockReasons.length > 0 ? r.clockReasons.join("+") : "none");
+  return parts.join(" ");
 }
 
 function statusText(r: BenchCaseResult): string {

@@ -17,6 +17,7 @@ import { makeGpuDenseCase, type GpuDenseCase } from "./makeGpuDenseCase.js";
 import { makeGpuSparseCase, type GpuSparseCase } from "./makeGpuSparseCase.js";
 import { sampleSparseRows } from "./sampleSparseRows.js";
 import { sparseBenchSpec } from "./sparseBenchSpec.js";
+import type { NvmlSummary } from "./summarizeNvmlSamples.js";
 import { timeGpuCalls } from "./timeGpuCalls.js";
 import { timingStats, type TimingStats } from "./timingStats.js";
 
@@ -43,8 +44,17 @@ export interface BenchCaseResult {
   setBytes?: number;
   /** The host could not stay ahead of the GPU: times are upper bounds. */
   hostOutran?: boolean;
-  /** SM clock (MHz) measured right after the timed calls: under the GPU's highest when power-limited. */
+  /**
+   * Median SM clock (MHz) NVML reported while the timed calls ran: under the GPU's highest when it
+   * is power-limited. Absent without NVML or when the calls ran too briefly for 3 samples.
+   */
   smClockMhz?: number;
+  /** Median board power (W) over the same samples (NVML's 1 s average on Ampere and newer). */
+  powerW?: number;
+  /** Every NVML clock-event reason seen in them ("sw-power-cap", "hw-slowdown", ...); [] for none. */
+  clockReasons?: string[];
+  /** NVML samples behind smClockMhz, powerW and clockReasons. */
+  clockSamples?: number;
   figures?: BenchFigures;
   check?: { ok: boolean; rows: number; badElements: number; out: CompareSummary; lse: CompareSummary; message: string };
   /** Sparse: the seed's per-token cycle budget for the kernel that ran, and the share of it reached. */
@@ -183,7 +193,7 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
 
     opts.onStage?.("timing");
     const harness = benchModules(device.ordinal);
-    const times = timeGpuCalls(calls, { stream, iters, warmup: sets.length + 2, spin: harness.spin, clockProbe: harness.clockProbe, onIteration: opts.onIteration });
+    const times = timeGpuCalls(calls, { stream, iters, warmup: sets.length + 2, spin: harness.spin, onIteration: opts.onIteration });
     const timeUs = timingStats(times.samplesUs);
 
     opts.onStage?.("check");
@@ -212,7 +222,7 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
       sets: sets.length,
       setBytes,
       hostOutran: times.hostOutran,
-      ...(times.smClockMhz !== undefined ? { smClockMhz: Math.round(times.smClockMhz) } : {}),
+      ...nvmlFields(times.nvml),
       figures,
       check: { ok: check.ok, rows: check.rows, badElements: check.badElements, out: check.out, lse: check.lse, message: check.message },
       ...budget(figures.tflops, timeUs.median),
@@ -233,6 +243,16 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
     for (const set of sets) safely(() => set.dispose());
     safely(() => meta.dispose());
   }
+}
+
+function nvmlFields(n: NvmlSummary | undefined): Pick<BenchCaseResult, "smClockMhz" | "powerW" | "clockReasons" | "clockSamples"> {
+  if (n === undefined) return {};
+  return {
+    smClockMhz: Math.round(n.smClockMhz),
+    ...(n.powerW !== undefined ? { powerW: Math.round(n.powerW) } : {}),
+    ...(n.clockReasons !== undefined ? { clockReasons: n.clockReasons } : {}),
+    clockSamples: n.samples,
+  };
 }
 
 function safely(f: () => void): void {

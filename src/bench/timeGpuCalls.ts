@@ -1,9 +1,10 @@
 import { performance } from "node:perf_hooks";
+import { nvmlGpu, type NvmlGpu, type NvmlSample } from "../driver/nvml.js";
 import { ArgumentError } from "../errors/ArgumentError.js";
 import { Event } from "../runtime/Event.js";
 import type { Kernel } from "../runtime/Kernel.js";
 import type { Stream } from "../runtime/Stream.js";
-import { Tensor } from "../runtime/Tensor.js";
+import { summarizeNvmlSamples, type NvmlSummary } from "./summarizeNvmlSamples.js";
 
 /** Options of {@link timeGpuCalls}. */
 export interface TimeGpuCallsOptions {
@@ -15,11 +16,6 @@ export interface TimeGpuCallsOptions {
   warmup?: number;
   /** `bench_spin` from benchModules(): holds the stream while the host queues the timed calls. */
   spin: Kernel;
-  /**
-   * `bench_clock_probe` from benchModules(): when given, queued right behind the last timed call to
-   * read the SM clock the GPU ran at under this load (GpuCallTimes.smClockMhz).
-   */
-  clockProbe?: Kernel;
   /** Called after each timed call is queued. */
   onIteration?: (i: number) => void;
 }
@@ -38,14 +34,17 @@ export interface GpuCallTimes {
    */
   hostOutran: boolean;
   /**
-   * SM clock in MHz over the PROBE_NS right after the last timed call (options.clockProbe): SM cycles
-   * over %globaltimer nanoseconds. Below the GPU's highest clock when it is power-limited.
+   * The SM clock, power and clock-event reasons NVML reported while the timed calls ran (a
+   * power-limited GPU runs below its highest clock under load); undefined without NVML or when the
+   * calls ended before MIN_NVML_SAMPLES samples.
    */
-  smClockMhz?: number;
+  nvml?: NvmlSummary;
 }
 
-/** How long the clock probe counts cycles: long against %globaltimer's ~1 µs steps, short against the clock governor's milliseconds. */
-const PROBE_NS = 50_000;
+/** Host wait between NVML samples: the clock governor moves over milliseconds. */
+const SAMPLE_INTERVAL_MS = 1;
+
+const sleepCell = new Int32Array(new SharedArrayBuffer(4));
 
 /** Longest head start the harness gives the host: beyond this, the host is far too slow anyway. */
 const MAX_SPIN_US = 2_000_000;
@@ -56,6 +55,7 @@ const MAX_SPIN_US = 2_000_000;
  * CUDA events. Before the first timed call the stream is held by a spin kernel for longer than the
  * host needs to queue all of them, so every interval measures device work back to back, never the
  * host's launch latency. Each call must only queue work on `stream` (no host sync, no allocation).
+ * While they run, the host samples the GPU's SM clock and power through NVML (GpuCallTimes.nvml).
  */
 export function timeGpuCalls(calls: ReadonlyArray<() => void>, opts: TimeGpuCallsOptions): GpuCallTimes {
   const fn = "timeGpuCalls";
@@ -77,21 +77,27 @@ export function timeGpuCalls(calls: ReadonlyArray<() => void>, opts: TimeGpuCall
 
   // Events cost a little host time too; 1.5× plus 2 ms covers jitter and the event records.
   let spinUs = Math.min(MAX_SPIN_US, 1.5 * iters * (hostUs + 20) + 2000);
-  let result = runTimed(calls, opts, spinUs);
+  const nvml = nvmlGpu(stream.deviceOrdinal);
+  const gpu = nvml.ok ? nvml.gpu : undefined;
+  let result = runTimed(calls, opts, spinUs, gpu);
   if (result.hostOutran && spinUs < MAX_SPIN_US) {
     spinUs = Math.min(MAX_SPIN_US, 4 * spinUs);
-    result = runTimed(calls, opts, spinUs);
+    result = runTimed(calls, opts, spinUs, gpu);
   }
   const times: GpuCallTimes = { samplesUs: result.samplesUs, hostUsPerCall: hostUs, spinUs, hostOutran: result.hostOutran };
-  if (result.smClockMhz !== undefined) times.smClockMhz = result.smClockMhz;
+  const summary = summarizeNvmlSamples(result.nvmlSamples);
+  if (summary !== undefined) times.nvml = summary;
   return times;
 }
 
-function runTimed(calls: ReadonlyArray<() => void>, opts: TimeGpuCallsOptions, spinUs: number): { samplesUs: number[]; hostOutran: boolean; smClockMhz?: number } {
+function runTimed(
+  calls: ReadonlyArray<() => void>,
+  opts: TimeGpuCallsOptions,
+  spinUs: number,
+  gpu: NvmlGpu | undefined,
+): { samplesUs: number[]; hostOutran: boolean; nvmlSamples: NvmlSample[] } {
   const { stream, iters } = opts;
   const events: Event[] = [];
-  const probe = opts.clockProbe;
-  const probeOut = probe === undefined ? undefined : Tensor.emptyDevice([2], "i32", stream.deviceOrdinal);
   try {
     for (let i = 0; i < 2 * iters; i++) events.push(Event.create({ deviceOrdinal: stream.deviceOrdinal }));
     opts.spin.launch({ grid: 1, block: 1, stream }, [{ kind: "u64", value: BigInt(Math.round(spinUs * 1000)) }]);
@@ -103,19 +109,32 @@ function runTimed(calls: ReadonlyArray<() => void>, opts: TimeGpuCallsOptions, s
       opts.onIteration?.(i);
     }
     const queuedUs = (performance.now() - t0) * 1000;
-    if (probe !== undefined && probeOut !== undefined) probe.launch({ grid: 1, block: 1, stream }, [{ kind: "ptr", value: probeOut.ptr }, { kind: "u64", value: BigInt(PROBE_NS) }]);
-    events[2 * iters - 1].synchronize();
+    // bench_clock_probe (kernels/bench/bench_spin.cu) used to be queued here, after the timed calls:
+    // it read 1.97-1.98 GHz on the H200 while an in-kernel trace saw 1.70-1.74 GHz during the calls,
+    // because the clock recovers within microseconds once the load stops. NVML samples taken while
+    // the calls run replace it; the kernel is no longer launched.
+    const last = events[2 * iters - 1];
+    const nvmlSamples = gpu === undefined ? [] : sampleWhileTimed(gpu, events[0], last);
+    last.synchronize();
     const samplesUs = Array.from({ length: iters }, (_, i) => Event.elapsedMs(events[2 * i], events[2 * i + 1]) * 1000);
-    const out: { samplesUs: number[]; hostOutran: boolean; smClockMhz?: number } = { samplesUs, hostOutran: queuedUs > spinUs };
-    if (probeOut !== undefined) {
-      stream.synchronize();
-      const h = probeOut.toHost().host as Int32Array;
-      const cycles = h[0] >>> 0, ns = h[1] >>> 0;  // the kernel writes u32
-      if (ns > 0) out.smClockMhz = (cycles / ns) * 1000;
-    }
-    return out;
+    return { samplesUs, hostOutran: queuedUs > spinUs, nvmlSamples };
   } finally {
     for (const e of events) e.dispose();
-    probeOut?.dispose();
+  }
+}
+
+/**
+ * Samples `gpu` every SAMPLE_INTERVAL_MS until `last` completes, keeping only the samples taken
+ * wholly inside the timed calls: after `first` (the first timed call's start, i.e. the spin kernel
+ * is over) had completed and before `last` completed.
+ */
+function sampleWhileTimed(gpu: NvmlGpu, first: Event, last: Event): NvmlSample[] {
+  const kept: NvmlSample[] = [];
+  for (;;) {
+    const sample = first.query() ? gpu.sample() : undefined;
+    // Checked after the sample: one that straddles the end may already see the recovered clock.
+    if (last.query()) return kept;
+    if (sample !== undefined) kept.push(sample);
+    Atomics.wait(sleepCell, 0, 0, SAMPLE_INTERVAL_MS);
   }
 }

@@ -21,6 +21,7 @@ export const bindings = {
   cuDeviceGetName: ["CUresult", ["char *", "int", "CUdevice"]],
   cuDeviceGetAttribute: ["CUresult", ["int *", "CUdevice_attribute", "CUdevice"]],
   cuDeviceTotalMem_v2: ["CUresult", ["size_t *", "CUdevice"]],
+  cuDeviceGetPCIBusId: ["CUresult", ["char *", "int", "CUdevice"]],
 
   // Primary context management
   cuDevicePrimaryCtxRetain: ["CUresult", ["CUcontext *", "CUdevice"]],
@@ -66,6 +67,7 @@ export const bindings = {
   cuEventDestroy_v2: ["CUresult", ["CUevent"]],
   cuEventRecord: ["CUresult", ["CUevent", "CUstream"]],
   cuEventSynchronize: ["CUresult", ["CUevent"]],
+  cuEventQuery: ["CUresult", ["CUevent"]],
   cuEventElapsedTime_v2: ["CUresult", ["float *", "CUevent", "CUevent"]],
   cuEventElapsedTime: ["CUresult", ["float *", "CUevent", "CUevent"]],
 

@@ -1,5 +1,5 @@
 import { check } from "../driver/check.js";
-import { CUflags } from "../driver/cudaEnums.js";
+import { CUflags, CUresult } from "../driver/cudaEnums.js";
 import { loadDriver } from "../driver/loadDriver.js";
 import { driverOn } from "./Device.js";
 import { DisposeOnce } from "./DisposeOnce.js";
@@ -74,6 +74,14 @@ export class Event {
   /** Blocks until the work before the last `record()` has finished. */
   synchronize(): void {
     check(loadDriver().cuEventSynchronize(this.handle), "cuEventSynchronize");
+  }
+
+  /** True once the work before the last `record()` has finished (cuEventQuery; never blocks). */
+  query(): boolean {
+    const rc = driverOn(this.deviceOrdinal).cuEventQuery(this.handle);
+    if (rc === CUresult.ERROR_NOT_READY) return false;
+    check(rc, "cuEventQuery");
+    return true;
   }
 
   dispose(): void {

@@ -108,10 +108,14 @@ test("benchRecord() carries the measured crossover gains when the run made any",
   assert.equal(benchRecord(input()).crossoverGains, undefined);
 });
 
-test("benchRecord() carries the SM clock measured right after each case's timed calls, where there is one", () => {
+test("benchRecord() carries the SM clock, power, reasons and sample count NVML gave for each case, where there are any", () => {
   const i = input();
-  i.results = [{ ...timedResult("dense-compute", 452), smClockMhz: 1729 }, timedResult("dense-b1", 43)];
+  i.results = [{ ...timedResult("dense-compute", 452), smClockMhz: 1729, powerW: 698, clockReasons: ["sw-power-cap"], clockSamples: 18 }, timedResult("dense-b1", 43)];
   const r = JSON.parse(JSON.stringify(benchRecord(i)));
+  assert.equal(r.schema, "flashmla-ts/bench@2");
   assert.equal(r.results[0].smClockMhz, 1729);
-  assert.equal("smClockMhz" in r.results[1], false);
+  assert.equal(r.results[0].powerW, 698);
+  assert.deepEqual(r.results[0].clockReasons, ["sw-power-cap"]);
+  assert.equal(r.results[0].clockSamples, 18);
+  for (const k of ["smClockMhz", "powerW", "clockReasons", "clockSamples"]) assert.equal(k in r.results[1], false, k);
 });

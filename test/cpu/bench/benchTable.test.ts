@@ -54,8 +54,16 @@ test("benchTable() colours only when given colours", () => {
   assert.match(benchTable([r], { colors: pc.createColors(true) }), /\x1b\[32mmet\x1b\[39m/);
 });
 
-test("benchTable() lists the SM clock measured after each case's timed calls, and no such line without one", () => {
-  const text = benchTable([{ ...timedResult("dense-compute", 452), smClockMhz: 1729 }, { ...timedResult("dense-b1", 43), smClockMhz: 1980 }]);
-  assert.match(text, /^SM clock right after each case's timed calls \(MHz; a power-limited GPU runs below its highest\): dense-compute 1729, dense-b1 1980\.$/m);
+test("benchTable() lists the SM clock, power and reasons NVML sampled during each case's timed calls, and no such line without them", () => {
+  const text = benchTable([
+    { ...timedResult("dense-compute", 452), smClockMhz: 1729, powerW: 698, clockReasons: ["sw-power-cap", "hw-slowdown"], clockSamples: 18 },
+    { ...timedResult("dense-b1", 43), smClockMhz: 1980, powerW: 410, clockReasons: [], clockSamples: 3 },
+    { ...timedResult("dense-mem-h16", 300), smClockMhz: 1755, clockSamples: 9 },
+    timedResult("dense-mem-h64", 314),
+  ]);
+  assert.match(
+    text,
+    /^SM clock sampled by NVML during each case's timed calls \(median; power is NVML's 1 s average; clock-event reasons seen\): dense-compute 1729 MHz 698 W sw-power-cap\+hw-slowdown; dense-b1 1980 MHz 410 W none; dense-mem-h16 1755 MHz\.$/m,
+  );
   assert.doesNotMatch(benchTable([timedResult("dense-compute", 452)]), /SM clock/);
 });
