@@ -8,8 +8,6 @@ export interface BenchModules {
   fillKvUsedSlots: Kernel;
   /**
    * bench_spin.cu: `bench_spin(ns)`, one thread that keeps the stream busy for `ns` nanoseconds.
-   * (bench_spin.cu's `bench_clock_probe` is no longer loaded: it read the clock after the timed
-   * calls, when it had already recovered; timeGpuCalls samples it through NVML during them.)
    */
   spin: Kernel;
 }

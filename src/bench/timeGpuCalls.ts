@@ -109,10 +109,9 @@ function runTimed(
       opts.onIteration?.(i);
     }
     const queuedUs = (performance.now() - t0) * 1000;
-    // bench_clock_probe (kernels/bench/bench_spin.cu) used to be queued here, after the timed calls:
-    // it read 1.97-1.98 GHz on the H200 while an in-kernel trace saw 1.70-1.74 GHz during the calls,
-    // because the clock recovers within microseconds once the load stops. NVML samples taken while
-    // the calls run replace it; the kernel is no longer launched.
+    // The clock is sampled while the calls run: a probe kernel queued after them (eighth session) read
+    // 1.97-1.98 GHz on the H200 while an in-kernel trace saw 1.70-1.74 GHz during them; the clock
+    // recovers within microseconds once the load stops.
     const last = events[2 * iters - 1];
     const nvmlSamples = gpu === undefined ? [] : sampleWhileTimed(gpu, events[0], last);
     last.synchronize();
