@@ -63,13 +63,13 @@ if [ -f dist/e/x.tgz ] && [ ! -f dist/e/.unpacked ]; then
 fi
 for step in $steps; do
   case $step in
-    dense) gpu_test dense 200 dist/test/gpu/mla/denseDecode.test.js ;;
+    dense) gpu_test dense 240 dist/test/gpu/mla/denseDecode.test.js dist/test/gpu/mla/lazyMax.test.js ;;
     variants) gpu_test variants 150 dist/test/gpu/variants ;;  # the kernels not yet run on a GPU, apart
     sanitize-variants) for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
         for f in dist/test/gpu/variants/*.test.js; do
           run "compute-sanitizer $tool $(basename "$f")" ${SANITIZE_LIMIT:-120} compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 99 node "$f"; done; done ;;
     dequant) gpu_test dequant 60 dist/test/gpu/mla/sparseDequant.test.js ;;
-    sparse) gpu_test sparse 150 dist/test/gpu/mla/sparseDecode.test.js
+    sparse) gpu_test sparse 200 dist/test/gpu/mla/sparseDecode.test.js dist/test/gpu/mla/sparseLazyMax.test.js
       [ "$last_rc" = 124 ] && sparse_hung=1 ;;
     fp8) gpu_test fp8 60 dist/test/gpu/mla/fp8KvWriter.test.js ;;
     runtime) gpu_test runtime 120 dist/test/gpu/runtime ;;
