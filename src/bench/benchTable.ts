@@ -60,7 +60,7 @@ export function benchTable(results: readonly BenchCaseResult[], opts: BenchTable
   }
   const clocks = results.filter((r) => r.smClockMhz !== undefined).map(clockText);
   if (clocks.length > 0) {
-    lines.push(c.dim(`SM clock sampled by NVML during each case's timed calls (median; power is NVML's 1 s average; clock-event reasons seen): ${clocks.join("; ")}.`));
+    lines.push(c.dim(`NVML during each case's timed calls (median SM clock as NVML reports it, which can be above the clock the SMs run at; power is NVML's 1 s average; clock-event reasons seen): ${clocks.join("; ")}.`));
   }
   for (const b of budgets) lines.push(b);
   for (const n of notes) lines.push(c.dim(`note: ${n}`));

@@ -45,8 +45,10 @@ export interface BenchCaseResult {
   /** The host could not stay ahead of the GPU: times are upper bounds. */
   hostOutran?: boolean;
   /**
-   * Median SM clock (MHz) NVML reported while the timed calls ran: under the GPU's highest when it
-   * is power-limited. Absent without NVML or when the calls ran too briefly for 3 samples.
+   * Median SM clock (MHz) NVML reported while the timed calls ran: the governor's setting, lowered
+   * when the power cap acts over tens of milliseconds. The SMs can run slower than it (an H200 at
+   * dense-compute: NVML 1980 MHz, clock64 over %globaltimer 1.70-1.74 GHz, bench/results/README.md).
+   * Absent without NVML or when the calls ran too briefly for 3 samples.
    */
   smClockMhz?: number;
   /** Median board power (W) over the same samples (NVML's 1 s average on Ampere and newer). */
