@@ -11,7 +11,8 @@ trap 'rm -rf "$out"' EXIT
 builds=(
   "dense_seesaw_sm90.cu -DMLA_TRACE=48 -DMLA_FAST_LAZY_MAX=0"
   "dense_seesaw_sm90.cu -DMLA_PIPE_EXP_ISSUE=2"
-  "dense_seesaw_sm90.cu -DMLA_PIPE_EXP_ISSUE=1 -DMLA_TRACE=48"
+  "dense_seesaw_sm90.cu -DMLA_PIPE_EXP_ISSUE=1 -DMLA_FAST_LAZY_MAX=0"
+  "dense_seesaw_sm90.cu -DMLA_TRACE=48"
   "dense_seesaw_sm90.cu -DMLA_PIPE_S0_FIRST=1 -DMLA_PIPE_QROPE_REGS=0 -DMLA_PIPE_LAZY_MAX=0 -DMLA_ABLATE_LOADS"
   "sparse_decode_sm90.cu -DMLA_TRACE=64 -DMLA_SPARSE_LAZY_MAX=0"
 )
