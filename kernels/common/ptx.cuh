@@ -412,6 +412,15 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs_transb(float (&d)[128], cons
   }
 }
 
+// ---- matrix stores (PTX ISA: stmatrix) ------------------------------------------------------------
+
+// stmatrix.sync.aligned.m8n8.x4.shared.b16: the warp stores four 8x8 16-bit matrices; register i of
+// lane l holds row l/4, columns 2(l%4) and 2(l%4)+1 of matrix i (an mma accumulator fragment's layout),
+// and lane l gives the address of row l%8 of matrix l/8.
+__device__ __forceinline__ void stmatrix_x4(uint32_t row_addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(row_addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
+}
+
 // ---- register reallocation between warpgroups (PTX ISA §9.7.17.x setmaxnreg) ----------------------
 
 // setmaxnreg.inc / .dec: hand registers from the producer warpgroup to the consumers. Needs a register
