@@ -27,6 +27,7 @@ const SOURCES = [
   "mla_decode/combine.cu",
   "mla_decode/reference_fp32.cu",
   "mla_decode/test_fill.cu",
+  "mla_decode/wgmma_probe_sm90.cu",
   "bench/ceilings.cu",
   "bench/bench_spin.cu",
 ];

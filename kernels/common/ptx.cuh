@@ -278,6 +278,28 @@ __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t desc
   }
 }
 
+// wgmma.mma_async m64n16k16, A and B from shared memory, B K-major; TRANS_A = 1 reads A MN-major
+// (imm-trans-a): the transposed 16-head design (docs/dense-decode.md §12), Sᵀ = K·Qᵀ with A = the K tile
+// as it is, and Oᵀ += Vᵀ·Pᵀ with A = the same tile read transposed (LBO: next 64 rows of M, SBO: next 8
+// rows of K, as for trans-b). scale_d = 0 overwrites the accumulator (first K step).
+template <typename T, int TRANS_A>
+__device__ __forceinline__ void wgmma_m64n16k16_ss(float (&d)[8], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  static_assert(TRANS_A == 0 || TRANS_A == 1, "imm-trans-a is 0 or 1");
+  if constexpr (T::is_fp16) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, p, 1, 1, %11, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_A));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, p, 1, 1, %11, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_A));
+  }
+}
+
 // wgmma.mma_async m64n64k16 with A from registers and B from shared memory (K-major): the RoPE tile of
 // Q·Kᵀ once Q's last tile has been moved to registers (its smem then holds a P tile).
 template <typename T>
@@ -419,6 +441,12 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs_transb(float (&d)[128], cons
 // and lane l gives the address of row l%8 of matrix l/8.
 __device__ __forceinline__ void stmatrix_x4(uint32_t row_addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
   asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(row_addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
+}
+
+// The same, .trans: the matrices are stored transposed (lane l gives the address of row l%8 of the
+// transpose of matrix l/8, i.e. of its column l%8): P fragments (rows = tokens) into a Pᵀ tile (rows = heads).
+__device__ __forceinline__ void stmatrix_x4_trans(uint32_t row_addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(row_addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
 }
 
 // ---- register reallocation between warpgroups (PTX ISA §9.7.17.x setmaxnreg) ----------------------

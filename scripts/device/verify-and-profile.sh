@@ -63,7 +63,7 @@ if [ -f dist/e/x.tgz ] && [ ! -f dist/e/.unpacked ]; then
 fi
 for step in $steps; do
   case $step in
-    dense) gpu_test dense 240 dist/test/gpu/mla/denseDecode.test.js dist/test/gpu/mla/lazyMax.test.js ;;
+    dense) gpu_test dense 240 dist/test/gpu/mla/denseDecode.test.js dist/test/gpu/mla/lazyMax.test.js dist/test/gpu/mla/wgmmaProbe.test.js ;;
     variants) gpu_test variants 150 dist/test/gpu/variants ;;  # the kernels not yet run on a GPU, apart
     sanitize-variants) for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
         for f in dist/test/gpu/variants/*.test.js; do
