@@ -50,10 +50,12 @@ enum : uint32_t { BAR_CONSUMERS = 1, BAR_P_READY = 2, BAR_P_FREE = 3, BAR_L_READ
 // N blocks, per block one row of mla_sparse_trace: WG0 (lane 0 of its first warp) 0 top, 1 K full, 2 S
 // ready, 3 P packed, 4 P_FREE passed, 5 P_READY arrived, 6 P·V_L queued, 7 P·V_L retired; WG1 8 top,
 // 9 P_READY passed, 10 P·V_R queued, 11 P·V_R retired, 12 P_FREE passed; the first producer warpgroup
-// (producer_v2) 13 top, 14 buffer free, 15 K full arrived. scripts/device/traceSparse.mjs prints it.
+// (producer_v2) 13 top, 14 buffer free, 15 K full arrived, 16 its first 16 values converted and stored
+// (its loads have landed), 17 every value converted and stored, 18 the proxy fence done (then the bulk
+// copies and the arrival, 15). scripts/device/traceSparse.mjs prints it.
 #ifdef MLA_TRACE
 extern "C" {
-__device__ long long mla_sparse_trace[MLA_TRACE][16];
+__device__ long long mla_sparse_trace[MLA_TRACE][20];
 }
 #define STRACE(it, ev)                                                                                                   \
   do {                                                                                                                   \
@@ -456,6 +458,7 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
           if (!valid) a = b = make_uint4(0, 0, 0, 0);
           put((4 * pidx + k) * TILE_BYTES + sw128(token, 2 * q), a);
           put((4 * pidx + k) * TILE_BYTES + sw128(token, 2 * q + 1), b);
+          if (r == 0 && k == 0 && pidx == 0) STRACE(it, 16);
         }
         if (pidx == 0) {
 #pragma unroll
@@ -480,7 +483,9 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
     if constexpr (XO) {  // both CTAs read the same index row: each sets all 64 flags itself
       if (t < 64 && (!SPLIT || pidx == 0)) sm.valid[stage][t] = slot_of(p, flag_entry) >= 0 ? 1 : 0;
     }
+    if (pidx == 0) STRACE(it, 17);
     ptx::fence_proxy_async_smem();  // the consumers' wgmma (and, with crossover, the bulk copy) read these generic writes
+    if (pidx == 0) STRACE(it, 18);
     if constexpr (XO && !ABLATE_PRODUCER) {  // (the ablation sets no expected bytes: nothing may arrive)
       __syncwarp();  // every lane's rows and fence before lane 0's copy
       if (lane == 0) {

@@ -16,7 +16,10 @@ const EVENTS = [
   "WG0 top of block", "WG0 K full", "WG0 S ready", "WG0 P packed", "WG0 P_FREE passed", "WG0 P_READY arrived",
   "WG0 → P·V_L", "WG0 P·V_L retired", "WG1 top of block", "WG1 P_READY passed", "WG1 → P·V_R",
   "WG1 P·V_R retired", "WG1 P_FREE passed", "producer top", "producer buffer free", "producer K full arrived",
+  "producer: first 16 values converted (loads landed)", "producer: all converted and stored", "producer: proxy fence done",
 ];
+// Events per block in mla_sparse_trace (sparse_decode_sm90.cu); the last slot is unused.
+const STRIDE = 20;
 const caseName = process.argv[2] ?? "sparse-v32";
 const c = benchCaseByName(caseName);
 if (c === undefined || c.kind !== "sparse") throw new Error(`traceSparse: ${caseName} is not a sparse bench case`);
@@ -34,10 +37,10 @@ for (let i = 0; i < 5; i++) {
 }
 const bytes = decodeKernels(0).sparseCrossoverV3Bf16.module.readGlobal("mla_sparse_trace");
 const t = new BigInt64Array(bytes.slice().buffer);
-const n = t.length / 16;
+const n = t.length / STRIDE;
 let last = 0;
-while (last < n && t[16 * last] !== 0n) last++;
-const at = (b, ev) => t[16 * b + ev];
+while (last < n && t[STRIDE * last] !== 0n) last++;
+const at = (b, ev) => t[STRIDE * b + ev];
 const steady = [];
 for (let b = 2; b < last - 1; b++) steady.push(b);
 const median = (xs) => {
