@@ -34,9 +34,10 @@ export interface GpuCallTimes {
    */
   hostOutran: boolean;
   /**
-   * The SM clock, power and clock-event reasons NVML reported while the timed calls ran (a
-   * power-limited GPU runs below its highest clock under load); undefined without NVML or when the
-   * calls ended before MIN_NVML_SAMPLES samples.
+   * The SM clock, power and clock-event reasons NVML reported while the timed calls ran. NVML's clock
+   * is the governor's setting: it falls when the power cap acts (over tens of milliseconds), and the
+   * SMs can run below it (BenchCaseResult.smClockMhz). Undefined without NVML or when the calls ended
+   * before MIN_NVML_SAMPLES samples.
    */
   nvml?: NvmlSummary;
 }
