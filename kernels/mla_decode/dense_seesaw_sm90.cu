@@ -1012,3 +1012,255 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_dense_seesaw_pipe_f
   dense_seesaw<ptx::fp16_t, true, false, true>(p);
 }
 extern "C" __device__ const int mla_dense_seesaw_smem_bytes = SMEM_BYTES;
+
+// ---- "h16": the transposed kernel for at most 16 rows per KV head (docs/dense-decode.md §12) --------
+// Written without a GPU, not yet run (EXPERIMENTAL_DENSE_KERNELS). At 16 rows the seesaw's 64-row wgmma
+// tiles are three quarters padding; here the block's 64 tokens are wgmma's M and the 16 rows its N:
+// Sᵀ = K·Qᵀ (m64n16k16, A = the K tiles as loaded), the online softmax down Sᵀ's columns (one per query
+// row, spread over the four warps), Pᵀ into shared memory with stmatrix .trans, and Oᵀ += Vᵀ·Pᵀ
+// (m64n16k16 reading the K tiles transposed as A, one 64-dim tile per M block; 64 accumulator registers).
+// One warpgroup, two K stages; each block's stage is refilled with the block two ahead as soon as its
+// P·V retires. The primitives are checked by test/gpu/mla/wgmmaProbe.test.ts.
+namespace {
+using namespace mla;
+
+constexpr int H16_ROWS = 16;
+constexpr int H16_TILE = H16_ROWS * 128;  // 16 rows x 64 dims (or tokens) x 2 B, SW128
+constexpr int H16_THREADS = 128;
+
+struct __align__(1024) SmemH16 {
+  uint8_t k[2][QK_BYTES];
+  uint8_t q[NUM_TILES * H16_TILE];
+  uint8_t pt[H16_TILE];  // Pᵀ: 16 rows x 64 tokens
+  float red[4][H16_ROWS];  // per warp, per column: partial maxima, then partial sums
+  uint64_t kfull[2];
+};
+constexpr int H16_SMEM_BYTES = sizeof(SmemH16) + 1024;
+static_assert(H16_SMEM_BYTES <= 232448, "fits the opt-in shared memory of an H100/H200 SM");
+
+// Q's (at most) 16 rows of KV head hk into SW128 tiles of 16 rows; rows past rows_per_kv are zero.
+__device__ __forceinline__ void load_q_h16(const DenseParams& p, uint8_t* q_smem, int req, int hk, int tid) {
+  const uint16_t* q = static_cast<const uint16_t*>(p.q);
+  for (int c = tid; c < H16_ROWS * 72; c += H16_THREADS) {
+    const int r = c / 72, chunk = c % 72;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (r < p.rows_per_kv) {
+      const int s = r / p.heads_per_kv, head = hk * p.heads_per_kv + r % p.heads_per_kv;
+      v = __ldg(reinterpret_cast<const uint4*>(q + req * p.q_batch_stride + s * p.q_token_stride + head * p.q_head_stride + chunk * 8));
+    }
+    *reinterpret_cast<uint4*>(q_smem + (chunk / 8) * H16_TILE + sw128(r, chunk % 8)) = v;
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void dense_h16(const DenseParams& p) {
+  extern __shared__ uint8_t smem_raw[];
+  SmemH16& sm = smem_struct_1024<SmemH16>(smem_raw);
+  const SchedMeta meta = reinterpret_cast<const SchedMeta*>(p.sched_meta)[blockIdx.z];
+  if (meta.begin_req_idx >= p.b) {
+    ptx::pdl_launch_dependents();
+    return;
+  }
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, hk = blockIdx.y;
+  const uint64_t policy = ptx::policy_evict_first();
+  // The CTA's blocks in order, across its requests; req > end_req_idx past the last.
+  struct Cursor { int req, blk, end_blk; };
+  auto advance = [&](Cursor c) -> Cursor {
+    if (c.blk + 1 < c.end_blk) return {c.req, c.blk + 1, c.end_blk};
+    const int req = c.req + 1;
+    return req > meta.end_req_idx ? Cursor{req, 0, 0} : Cursor{req, 0, piece_end(p, meta, req)};
+  };
+  auto load = [&](const Cursor& c, int stage) {  // one thread; a block past the table or length reads zeros
+    if (c.req > meta.end_req_idx) return;
+    const int phys = table_block(p, c.req, c.blk, p.cache_seqlens[c.req]);
+    ptx::mbarrier_arrive_expect_tx(&sm.kfull[stage], QK_BYTES);
+    for (int t = 0; t < NUM_TILES; ++t) ptx::tma_load_4d(sm.k[stage] + t * TILE_BYTES, &p.tmap_kv, &sm.kfull[stage], t * 64, hk, 0, phys, policy);
+  };
+  Cursor ahead{meta.begin_req_idx, meta.begin_block_idx, piece_end(p, meta, meta.begin_req_idx)};
+  if (tid == 0) {
+    ptx::mbarrier_init(&sm.kfull[0], 1);
+    ptx::mbarrier_init(&sm.kfull[1], 1);
+    ptx::fence_mbarrier_init();
+    ptx::prefetch_tensormap(&p.tmap_kv);
+    load(ahead, 0);
+    load(advance(ahead), 1);
+  }
+  ahead = advance(advance(ahead));
+  __syncthreads();
+
+  // Accumulator element e (m64n16): row (token) 16·warp + lane/4 + 8·((e>>1)&1), column (query row)
+  // 8·(e>>2) + 2·(lane%4) + (e&1). A thread holds 4 columns, j = 2·(e>>2) + (e&1), in 2 rows.
+  auto col_of_j = [&](int j) { return 8 * (j >> 1) + 2 * (lane % 4) + (j & 1); };
+  auto j_of = [](int e) { return 2 * (e >> 2) + (e & 1); };
+  auto row_of = [&](int e) { return 16 * warp + lane / 4 + 8 * ((e >> 1) & 1); };
+  const uint32_t q_base = ptx::smem_addr(sm.q), pt_base = ptx::smem_addr(sm.pt);
+  const float sc = p.scale_log2;
+  int it = 0;
+  for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
+    const int seqlen = p.cache_seqlens[req];
+    const int start_blk = req == meta.begin_req_idx ? meta.begin_block_idx : 0;
+    const int end_blk = piece_end(p, meta, req);
+    const bool is_split = (req == meta.begin_req_idx && meta.is_first_req_splitted) || (req == meta.end_req_idx && meta.is_last_req_splitted);
+    ptx::named_barrier_sync(1, H16_THREADS);  // the previous request is done with sm.q and sm.red
+    load_q_h16(p, sm.q, req, hk, tid);
+    ptx::fence_proxy_async_smem();
+    ptx::named_barrier_sync(1, H16_THREADS);
+    int limit[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) limit[j] = min(dense_row_limit(p, col_of_j(j), seqlen), end_blk * BLOCK_N);
+    float ot[8][8], m[4], l[4];
+#pragma unroll
+    for (int mb = 0; mb < 8; ++mb)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) ot[mb][e] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) m[j] = M_INIT, l[j] = 0.0f;
+
+    for (int blk = start_blk; blk < end_blk; ++blk, ++it) {
+      const int stage = it & 1;
+      ptx::mbarrier_wait(&sm.kfull[stage], (it >> 1) & 1);
+      if (seqlen - blk * BLOCK_N < BLOCK_N) {  // V rows past the request: NaN poison times P = 0 is NaN in the MMA
+        zero_tail_rows(sm.k[stage], 0, max(seqlen - blk * BLOCK_N, 0), tid);
+        zero_tail_rows(sm.k[stage], 4, max(seqlen - blk * BLOCK_N, 0), tid);
+        ptx::fence_proxy_async_smem();
+        ptx::named_barrier_sync(1, H16_THREADS);
+      }
+      const uint32_t k_base = ptx::smem_addr(sm.k[stage]);
+      float st[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) st[e] = 0.0f;
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int t = 0; t < NUM_TILES; ++t)
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+          ptx::wgmma_m64n16k16_ss<T, 0>(st, ptx::smem_desc_sw128(k_base + t * TILE_BYTES + kk * 32, 16, 1024),
+                                        ptx::smem_desc_sw128(q_base + t * H16_TILE + kk * 32, 16, 1024), t != 0 || kk != 0);
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+      ptx::fence_regs(st);
+
+      // Mask and scale to the log2 domain; each column's max over the block: the thread's 2 rows, the
+      // warp's 8 row groups (lanes of equal lane % 4), then the 4 warps through shared memory.
+      float mx[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) mx[j] = MASKED;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const int j = j_of(e);
+        st[e] = blk * BLOCK_N + row_of(e) < limit[j] ? st[e] * sc : MASKED;
+        mx[j] = fmaxf(mx[j], st[e]);
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        mx[j] = fmaxf(mx[j], __shfl_xor_sync(0xFFFFFFFFu, mx[j], 4));
+        mx[j] = fmaxf(mx[j], __shfl_xor_sync(0xFFFFFFFFu, mx[j], 8));
+        mx[j] = fmaxf(mx[j], __shfl_xor_sync(0xFFFFFFFFu, mx[j], 16));
+        if (lane < 4) sm.red[warp][col_of_j(j)] = mx[j];
+      }
+      ptx::named_barrier_sync(1, H16_THREADS);
+      float scale[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int c = col_of_j(j);
+        const float bm = fmaxf(fmaxf(sm.red[0][c], sm.red[1][c]), fmaxf(sm.red[2][c], sm.red[3][c]));
+        // The lazy running max (MLA_FAST_LAZY_MAX): moved only by a rise of more than τ, so P <= 2^τ.
+        const float m_new = MLA_FAST_LAZY_MAX > 0 ? (bm > m[j] + float(MLA_FAST_LAZY_MAX) ? bm : m[j]) : fmaxf(m[j], bm);
+        scale[j] = ptx::exp2_approx(m[j] - m_new);
+        m[j] = m_new;
+        l[j] *= scale[j];
+      }
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        st[e] = ptx::exp2_approx(st[e] - m[j_of(e)]);
+        l[j_of(e)] += st[e];
+      }
+      if (!__all_sync(0xFFFFFFFFu, scale[0] == 1.0f && scale[1] == 1.0f && scale[2] == 1.0f && scale[3] == 1.0f)) {
+#pragma unroll
+        for (int mb = 0; mb < 8; ++mb)
+#pragma unroll
+          for (int e = 0; e < 8; ++e) ot[mb][e] *= scale[j_of(e)];
+      }
+      // Pᵀ (as in wgmma_probe_sm90.cu): register x holds elements 2x, 2x+1, the 8x8 matrix of tokens
+      // 16·warp + 8·(x&1) + 0..7 and rows 8·(x>>1) + 0..7; .trans stores its column i as the tile row of
+      // query row 8·(x>>1) + i, in 16-byte chunk 2·warp + (x&1).
+      {
+        const int g = lane / 8, r = 8 * (g >> 1) + lane % 8, chunk = 2 * warp + (g & 1);
+        ptx::stmatrix_x4_trans(pt_base + r * 128 + ((chunk ^ (r & 7)) << 4), ptx::pack2<T>(st[0], st[1]), ptx::pack2<T>(st[2], st[3]),
+                               ptx::pack2<T>(st[4], st[5]), ptx::pack2<T>(st[6], st[7]));
+      }
+      ptx::fence_proxy_async_smem();
+      ptx::named_barrier_sync(1, H16_THREADS);
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int mb = 0; mb < 8; ++mb)
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+          ptx::wgmma_m64n16k16_ss<T, 1>(ot[mb], ptx::smem_desc_sw128(k_base + mb * TILE_BYTES + kk * 2048, TILE_BYTES, 1024),
+                                        ptx::smem_desc_sw128(pt_base + kk * 32, 16, 1024), 1);
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+#pragma unroll
+      for (int mb = 0; mb < 8; ++mb) ptx::fence_regs(ot[mb]);
+      // Every warp's P·V has retired: the stage takes the block two ahead (and sm.pt, sm.red are free).
+      ptx::named_barrier_sync(1, H16_THREADS);
+      if (tid == 0) load(ahead, stage);
+      ahead = advance(ahead);
+    }
+
+    // L per column: the thread's rows, the warp's, then the 4 warps'.
+    float L[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      L[j] = l[j];
+      L[j] += __shfl_xor_sync(0xFFFFFFFFu, L[j], 4);
+      L[j] += __shfl_xor_sync(0xFFFFFFFFu, L[j], 8);
+      L[j] += __shfl_xor_sync(0xFFFFFFFFu, L[j], 16);
+      if (lane < 4) sm.red[warp][col_of_j(j)] = L[j];
+    }
+    ptx::named_barrier_sync(1, H16_THREADS);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int c = col_of_j(j);
+      L[j] = sm.red[0][c] + sm.red[1][c] + sm.red[2][c] + sm.red[3][c];
+    }
+    const int slot = p.num_splits[req] + (req == meta.begin_req_idx ? meta.begin_split_idx : 0);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int flat = col_of_j(j);
+      if (flat >= p.rows_per_kv) continue;
+      const int s = flat / p.heads_per_kv, head = hk * p.heads_per_kv + flat % p.heads_per_kv;
+      const bool empty = L[j] == 0.0f;  // a NaN L propagates (see dense_decode_sm90.cu)
+      const float inv = empty ? 0.0f : 1.0f / L[j];
+      if (!is_split) {
+        uint16_t* out = static_cast<uint16_t*>(p.out) + ((static_cast<long long>(req) * p.s_q + s) * p.h_q + head) * D_V;
+#pragma unroll
+        for (int mb = 0; mb < 8; ++mb)
+#pragma unroll
+          for (int e = 0; e < 8; ++e)
+            if (j_of(e) == j) out[64 * mb + row_of(e)] = static_cast<uint16_t>(ptx::pack2<T>(ot[mb][e] * inv, 0.0f) & 0xFFFFu);
+        if (warp == 0 && lane < 4) p.lse[(static_cast<long long>(req) * p.h_q + head) * p.s_q + s] = empty ? INFINITY : (__log2f(L[j]) + m[j]) * LN2;
+      } else {
+        const long long row = (static_cast<long long>(slot) * p.h_kv + hk) * p.rows_per_kv + flat;
+        float* oa = p.o_accum + row * D_V;
+#pragma unroll
+        for (int mb = 0; mb < 8; ++mb)
+#pragma unroll
+          for (int e = 0; e < 8; ++e)
+            if (j_of(e) == j) oa[64 * mb + row_of(e)] = ot[mb][e] * inv;
+        if (warp == 0 && lane < 4) p.lse_accum[row] = empty ? -INFINITY : __log2f(L[j]) + m[j];
+      }
+    }
+  }
+  ptx::pdl_launch_dependents();
+}
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(H16_THREADS, 1) mla_dense_h16_bf16_sm90(const __grid_constant__ mla::DenseParams p) {
+  dense_h16<ptx::bf16_t>(p);
+}
+extern "C" __global__ void __launch_bounds__(H16_THREADS, 1) mla_dense_h16_fp16_sm90(const __grid_constant__ mla::DenseParams p) {
+  dense_h16<ptx::fp16_t>(p);
+}
+extern "C" __device__ const int mla_dense_h16_smem_bytes = H16_SMEM_BYTES;
+

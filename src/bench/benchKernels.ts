@@ -1,4 +1,4 @@
-import { flashMlaWithKvcache, SPARSE_DEFAULT, type FlashMlaResult, type FlashMlaWithKvcacheArgs } from "../mla/flashMlaWithKvcache.js";
+import { flashMlaWithKvcache, H16_MAX_ROWS, SPARSE_DEFAULT, type FlashMlaResult, type FlashMlaWithKvcacheArgs } from "../mla/flashMlaWithKvcache.js";
 import { sparseDecodeGpu } from "../mla/sparseDecodeGpu.js";
 
 /** Which decode a case or an implementation does: dense (paged bf16/fp16 cache) or sparse (FP8 cache, indices). */
@@ -11,6 +11,8 @@ export interface BenchKernel {
   kinds: readonly DecodeKind[];
   /** The query head counts it runs, when it does not run every count its kinds allow. */
   headCounts?: readonly number[];
+  /** The most query rows per KV head (s_q · h_q / h_kv) it runs, when it is limited. */
+  maxRowsPerKv?: number;
   /**
    * Sparse kernels: whether the CTAs of a query token share each token's dequantization (the
    * crossover rows of the seed's cycle budget): always, never, or "h128" where h_q = 128.
@@ -63,6 +65,13 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
     description: "flashMlaWithKvcache, kernel \"seesaw_pipe\": seesaw_fast with FlashMLA's rotated loop (each warpgroup queues its next Q·Kᵀ behind its last P·V; W1's P·V first; max published before the exponentials); the default for compute-bound batches",
     kinds: ["dense"],
     run: (args: FlashMlaWithKvcacheArgs) => flashMlaWithKvcache({ ...args, kernel: "seesaw_pipe" }),
+  },
+  dense_h16: {
+    name: "dense_h16",
+    description: "flashMlaWithKvcache, kernel \"h16\": at most 16 query rows per KV head, the block's tokens as wgmma's M and the rows as N (a quarter of the seesaw's tensor work); experimental, written without a GPU",
+    kinds: ["dense"],
+    maxRowsPerKv: H16_MAX_ROWS,
+    run: (args: FlashMlaWithKvcacheArgs) => flashMlaWithKvcache({ ...args, kernel: "h16" }),
   },
   dense_v1: {
     name: "dense_v1",
@@ -143,7 +152,7 @@ export function defaultBenchKernel(kind: DecodeKind): BenchKernel {
 }
 
 /** Why a case of this kind and head count cannot be run with `kernel` ("not available: ..."), or undefined when it can. */
-export function benchKernelUnsupported(kernel: BenchKernel, c: { kind: DecodeKind; h_q: number }): string | undefined {
+export function benchKernelUnsupported(kernel: BenchKernel, c: { kind: DecodeKind; h_q: number; s_q?: number; h_kv?: number }): string | undefined {
   if (!kernel.kinds.includes(c.kind)) {
     const others = Object.values(BENCH_KERNELS).filter((k) => k.kinds.includes(c.kind)).map((k) => k.name);
     if (others.length > 0) return `not available: kernel ${kernel.name} does not do ${c.kind} decode (try --kernel ${DEFAULT_BENCH_KERNELS[c.kind] ?? others[0]})`;
@@ -152,6 +161,10 @@ export function benchKernelUnsupported(kernel: BenchKernel, c: { kind: DecodeKin
   if (kernel.headCounts !== undefined && !kernel.headCounts.includes(c.h_q)) {
     const why = kernel.crossover === true ? " (a cluster of the two 64-head CTAs of a query token)" : "";
     return `not available: kernel ${kernel.name} runs h_q = ${kernel.headCounts.join(" or ")} only${why}; this case has h_q = ${c.h_q}`;
+  }
+  const rows = ((c.s_q ?? 1) * c.h_q) / (c.h_kv ?? 1);
+  if (kernel.maxRowsPerKv !== undefined && rows > kernel.maxRowsPerKv) {
+    return `not available: kernel ${kernel.name} runs at most ${kernel.maxRowsPerKv} query rows per KV head (s_q · h_q / h_kv); this case has ${rows}`;
   }
   return undefined;
 }

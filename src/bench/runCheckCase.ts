@@ -34,7 +34,7 @@ const SPARSE_SAMPLE_MACS = 5e7;
 export function runCheckCase(spec: AnyCheckCaseSpec, opts: { kernel: BenchKernel; stream: Stream; seed: number }): CheckCaseResult {
   const seqlens = checkCaseSeqlens(spec, opts.seed);
   const summary = { min: Math.min(...seqlens), max: Math.max(...seqlens), zeros: seqlens.filter((n) => n === 0).length };
-  const unsupported = benchKernelUnsupported(opts.kernel, { kind: spec.kind ?? "dense", h_q: spec.h_q });
+  const unsupported = benchKernelUnsupported(opts.kernel, { kind: spec.kind ?? "dense", h_q: spec.h_q, s_q: spec.s_q, h_kv: "h_kv" in spec ? spec.h_kv : 1 });
   if (unsupported !== undefined) return { spec, seqlens: summary, ok: false, error: unsupported };
   const owned: Array<{ dispose(): void } | undefined> = [];
   const meta = getMlaMetadata();

@@ -22,6 +22,10 @@ export interface DecodeKernels {
   seesawPipeBf16: Kernel;
   seesawPipeFp16: Kernel;
   seesawSmemBytes: number;
+  /** "h16" (experimental): the transposed kernel for at most 16 rows per KV head, 128 threads. */
+  h16Bf16: Kernel;
+  h16Fp16: Kernel;
+  h16SmemBytes: number;
   sparseBf16: Kernel;
   sparseCrossoverBf16: Kernel;
   /** The same two with the second producer (coalesced per-token loads), while it is measured. */
@@ -93,6 +97,7 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
     "mla_dense_seesaw_pipe_bf16_sm90",
     "mla_dense_seesaw_pipe_fp16_sm90",
   ]);
+  const h16 = withSmem(seesaw, "mla_dense_h16_smem_bytes", ["mla_dense_h16_bf16_sm90", "mla_dense_h16_fp16_sm90"]);
   const sp = withSmem(sparse, "mla_sparse_decode_smem_bytes", [
     "mla_sparse_decode_bf16_sm90",
     "mla_sparse_decode_crossover_bf16_sm90",
@@ -115,6 +120,9 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
     seesawPipeBf16: ss.kernels[6],
     seesawPipeFp16: ss.kernels[7],
     seesawSmemBytes: ss.smemBytes,
+    h16Bf16: h16.kernels[0],
+    h16Fp16: h16.kernels[1],
+    h16SmemBytes: h16.smemBytes,
     sparseBf16: sp.kernels[0],
     sparseCrossoverBf16: sp.kernels[1],
     sparseV2Bf16: sp.kernels[2],

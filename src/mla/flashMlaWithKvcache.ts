@@ -57,8 +57,9 @@ export interface FlashMlaWithKvcacheArgs {
    * (seesaw_fast whose two m-block CTAs of a KV head form a cluster and receive each K tile by one TMA
    * multicast; where the m-block count is odd it runs seesaw_fast; correct on the H200, 27 % slower),
    * "seesaw_pipe" (seesaw_fast with FlashMLA's rotated loop: each warpgroup queues its next Q·Kᵀ behind
-   * its last P·V; may differ from seesaw_fast in the last bits) or "v1" (the first tensor-core kernel,
-   * kept for comparison). @default defaultDenseKernel(b, rows per KV head): "seesaw_pipe" for
+   * its last P·V; may differ from seesaw_fast in the last bits), "h16" (experimental, at most 16 rows per
+   * KV head: the block's tokens as wgmma's M and the rows as N, a quarter of the seesaw's tensor work;
+   * docs/dense-decode.md §12) or "v1" (the first tensor-core kernel, kept for comparison). @default defaultDenseKernel(b, rows per KV head): "seesaw_pipe" for
    * compute-bound batches, else "seesaw_fast"
    */
   kernel?: DenseKernelName;
@@ -68,14 +69,16 @@ export interface FlashMlaWithKvcacheArgs {
   lse?: Tensor;
 }
 
-export type DenseKernelName = "seesaw" | "seesaw_fast" | "seesaw_mc" | "seesaw_pipe" | "v1";
+export type DenseKernelName = "seesaw" | "seesaw_fast" | "seesaw_mc" | "seesaw_pipe" | "h16" | "v1";
 /** The dense kernels verified on a GPU (the test suites run each of these). */
 export const DENSE_KERNELS: readonly DenseKernelName[] = ["seesaw", "seesaw_fast", "seesaw_pipe", "v1"];
+/** The most rows per KV head (s_q · h_q / h_kv) the "h16" kernel takes: its wgmma N. */
+export const H16_MAX_ROWS = 16;
 /**
  * Accepted as well, but experimental: tested in test/gpu/variants/ only (where they were first run), so a
  * fault in one cannot stop the suites of the verified kernels.
  */
-export const EXPERIMENTAL_DENSE_KERNELS: readonly DenseKernelName[] = ["seesaw_mc"];
+export const EXPERIMENTAL_DENSE_KERNELS: readonly DenseKernelName[] = ["seesaw_mc", "h16"];
 
 /**
  * The dense kernel a call gets when it names none. seesaw_pipe where the work is compute-bound (at least
@@ -150,6 +153,9 @@ export function validateDenseArgs(a: FlashMlaWithKvcacheArgs, requireCuda = true
   }
   const kernels = [...DENSE_KERNELS, ...EXPERIMENTAL_DENSE_KERNELS];
   if (a.kernel !== undefined && !kernels.includes(a.kernel)) throw new ArgumentError(fn, "kernel", kernels.map((k) => `"${k}"`).join(" or "), JSON.stringify(a.kernel));
+  if (a.kernel === "h16" && s_q * (h_q / h_kv) > H16_MAX_ROWS) {
+    throw new ArgumentError(fn, "kernel", `"h16" only where s_q · h_q / h_kv <= ${H16_MAX_ROWS}`, `"h16" with ${s_q} · ${h_q} / ${h_kv} = ${s_q * (h_q / h_kv)} rows per KV head`);
+  }
   if (a.out !== undefined) checkTensor(fn, "out", a.out, { dtypes: [q.dtype], shape: [b, s_q, h_q, D_V], dims: ["b", "s_q", "h_q", "d_v"], contiguous: true, alignBytes: 16, device });
   if (a.lse !== undefined) checkTensor(fn, "lse", a.lse, { dtypes: ["f32"], shape: [b, h_q, s_q], dims: ["b", "h_q", "s_q"], contiguous: true, device });
   checkSameDevice(fn, { q, kCache: k, blockTable: bt, cacheSeqlens: a.cacheSeqlens, out: a.out, lse: a.lse });
@@ -270,6 +276,9 @@ export function flashMlaWithKvcache(args: FlashMlaWithKvcacheArgs): FlashMlaResu
     // Clusters pair m-blocks (0, 1), (2, 3), ...: same KV head, same part, so the same K tiles.
     const main = q.dtype === "bf16" ? k.seesawMcBf16 : k.seesawMcFp16;
     main.launch({ grid, block: 256, sharedMemBytes: k.seesawSmemBytes, stream, cluster: [2, 1, 1] }, [{ kind: "bytes", value: params }]);
+  } else if (kernel === "h16") {
+    const main = q.dtype === "bf16" ? k.h16Bf16 : k.h16Fp16;
+    main.launch({ grid, block: 128, sharedMemBytes: k.h16SmemBytes, stream }, [{ kind: "bytes", value: params }]);
   } else if (kernel !== "v1") {
     // seesaw, seesaw_pipe, seesaw_fast, and seesaw_mc where the m-block count is odd (it runs seesaw_fast).
     const bf16 = q.dtype === "bf16";

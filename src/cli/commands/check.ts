@@ -78,7 +78,7 @@ export function registerCheckCommand(program: Command, deps: GpuCommandDeps = {}
     if (kind === "sparse" && opts.dtype === "fp16") usage("the sparse grid is bf16 only (FlashMLA's sparse decode takes bf16 q)");
     const grid = checkGrid(opts.grid, opts.dtype);
     // Cases the kernel cannot run (crossover: h_q = 128 only) are left out, and said so.
-    const cases = grid.filter((spec) => benchKernelUnsupported(kernel, { kind, h_q: spec.h_q }) === undefined);
+    const cases = grid.filter((spec) => benchKernelUnsupported(kernel, { kind, h_q: spec.h_q, s_q: spec.s_q, h_kv: "h_kv" in spec ? spec.h_kv : 1 }) === undefined);
     const probe = (deps.probeGpu ?? probeGpu)();
     if (!probe.ok) {
       io.err(noGpuText("check", probe.reason, io));

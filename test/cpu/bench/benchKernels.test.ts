@@ -39,3 +39,12 @@ test("benchKernelUnsupported() says why a kernel cannot run a case, naming the o
   const crossoverCases = BENCH_CASES.filter((c) => benchKernelUnsupported(BENCH_KERNELS.sparse_crossover, c) === undefined).map((c) => c.name);
   assert.deepEqual(crossoverCases, ["sparse-v32", "sparse-long-topk"]);
 });
+
+test("benchKernelUnsupported() refuses dense_h16 past 16 query rows per KV head, with the count", () => {
+  assert.equal(benchKernelUnsupported(BENCH_KERNELS.dense_h16, { kind: "dense", h_q: 16, s_q: 1, h_kv: 1 }), undefined);
+  assert.equal(benchKernelUnsupported(BENCH_KERNELS.dense_h16, { kind: "dense", h_q: 64, s_q: 1, h_kv: 4 }), undefined);
+  assert.equal(
+    benchKernelUnsupported(BENCH_KERNELS.dense_h16, { kind: "dense", h_q: 16, s_q: 4, h_kv: 1 }),
+    "not available: kernel dense_h16 runs at most 16 query rows per KV head (s_q · h_q / h_kv); this case has 64",
+  );
+});

@@ -110,3 +110,9 @@ test("defaultDenseKernel() picks seesaw_pipe only for compute-bound batches (≥
   assert.equal(defaultDenseKernel(4, 64), "seesaw_fast");
   for (const k of [defaultDenseKernel(128, 128), defaultDenseKernel(1, 1)]) assert.ok(DENSE_KERNELS.includes(k), `${k} is a verified kernel`);
 });
+
+test("validateDenseArgs() takes kernel \"h16\" only up to 16 query rows per KV head, naming the count", () => {
+  // The default args: s_q 2, h_q 8, h_kv 2: 8 rows per KV head.
+  assert.equal(validateDenseArgs(args({ kernel: "h16" }), false).h_q, 8);
+  rejects({ kernel: "h16", q: Tensor.zerosHost([2, 2, 32, 576], "bf16") }, "kernel", /"h16" only where s_q · h_q \/ h_kv <= 16, got "h16" with 2 · 32 \/ 2 = 32 rows per KV head/);
+});
