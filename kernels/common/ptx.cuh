@@ -184,14 +184,6 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const void* tmap, uint64_
       : "memory");
 }
 
-// cp.async.bulk.prefetch.tensor.4d.L2.global.tile.L2::cache_hint: brings a box of a 4-D tensor map into
-// L2 with a cache policy (no shared memory, no barrier, no completion to wait for).
-__device__ __forceinline__ void tma_prefetch_4d(const void* tmap, int c0, int c1, int c2, int c3, uint64_t policy) {
-  asm volatile("cp.async.bulk.prefetch.tensor.4d.L2.global.tile.L2::cache_hint [%0, {%1, %2, %3, %4}], %5;" ::"l"(tmap), "r"(c0), "r"(c1),
-               "r"(c2), "r"(c3), "l"(policy)
-               : "memory");
-}
-
 // prefetch.tensormap: pull the descriptor into the TMA unit's cache before the first load.
 __device__ __forceinline__ void prefetch_tensormap(const void* tmap) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(tmap) : "memory");
