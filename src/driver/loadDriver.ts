@@ -4,7 +4,7 @@ import { bindings, optionalSymbols, type DriverSymbol } from "./bindings.js";
 import { cudaErrorFor } from "./cudaErrorFor.js";
 import { CUresult } from "./cudaEnums.js";
 import type { DriverApi } from "./DriverApi.js";
-import { loadKoffi, type Koffi } from "./loadKoffi.js";
+import { loadKoffi, loadLibrary, messageOf, type Koffi } from "./loadKoffi.js";
 import { registerDriverTypes } from "./registerDriverTypes.js";
 
 type LoadState = { ok: true; api: DriverApi } | { ok: false; error: NoGpuError };
@@ -44,22 +44,19 @@ function tryLoadDriver(libPath: string): LoadState {
   }
   registerDriverTypes(koffi);
 
-  let lib: ReturnType<Koffi["load"]>;
-  try {
-    lib = koffi.load(libPath);
-  } catch (e) {
-    const missing = /no such file|cannot open shared object|not found/i.test(messageOf(e));
-    const reason = missing
+  const opened = loadLibrary(koffi, libPath);
+  if (!opened.ok) {
+    const reason = opened.missing
       ? `${libPath} not found: no NVIDIA driver on this machine`
-      : `${libPath} could not be loaded (${messageOf(e)})`;
-    return fail(`${reason}; set FLASHMLA_LIBCUDA=/path/to/libcuda.so.1 if it is elsewhere`, e);
+      : `${libPath} could not be loaded (${messageOf(opened.error)})`;
+    return fail(`${reason}; set FLASHMLA_LIBCUDA=/path/to/libcuda.so.1 if it is elsewhere`, opened.error);
   }
 
   const api: Record<string, unknown> = {};
   const optional = new Set<string>(optionalSymbols);
   for (const [symbol, [ret, args]] of Object.entries(bindings) as [DriverSymbol, (typeof bindings)[DriverSymbol]][]) {
     try {
-      api[symbol] = lib.func(symbol, ret, [...args]);
+      api[symbol] = opened.lib.func(symbol, ret, [...args]);
     } catch (e) {
       if (optional.has(symbol)) continue;
       return fail(`${libPath} has no ${symbol}: the NVIDIA driver is too old (a driver for CUDA 12.0 or newer is needed)`, e);
@@ -81,8 +78,4 @@ function tryLoadDriver(libPath: string): LoadState {
 
 function fail(reason: string, cause: unknown): LoadState {
   return { ok: false, error: new NoGpuError(reason, { cause }) };
-}
-
-function messageOf(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
 }

@@ -23,3 +23,20 @@ export function loadKoffi(): Koffi {
   if (!cached.ok) throw cached.error;
   return cached.koffi;
 }
+
+/** An error's message, or the thrown value as a string. */
+export function messageOf(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+/**
+ * Opens a shared library with koffi. On failure, `missing` says whether the loader could not find
+ * the file (as opposed to finding one it could not load), so callers can say which.
+ */
+export function loadLibrary(koffi: Koffi, libPath: string): { ok: true; lib: ReturnType<Koffi["load"]> } | { ok: false; missing: boolean; error: unknown } {
+  try {
+    return { ok: true, lib: koffi.load(libPath) };
+  } catch (e) {
+    return { ok: false, missing: /no such file|cannot open shared object|not found/i.test(messageOf(e)), error: e };
+  }
+}

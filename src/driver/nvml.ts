@@ -1,6 +1,6 @@
 import { config } from "../config.js";
 import { loadDriver } from "./loadDriver.js";
-import { loadKoffi, type Koffi } from "./loadKoffi.js";
+import { loadKoffi, loadLibrary, messageOf, type Koffi } from "./loadKoffi.js";
 
 /**
  * The NVML functions the benchmark calls, as `symbol: [returnType, [argTypes]]` spelled as in
@@ -157,14 +157,12 @@ function loadNvml(libPath: string): LoadResult {
   }
   registerNvmlTypes(koffi);
 
-  let lib: ReturnType<Koffi["load"]>;
-  try {
-    lib = koffi.load(libPath);
-  } catch (e) {
-    const missing = /no such file|cannot open shared object|not found/i.test(messageOf(e));
-    const what = missing ? `${libPath} not found` : `${libPath} could not be loaded (${messageOf(e)})`;
+  const opened = loadLibrary(koffi, libPath);
+  if (!opened.ok) {
+    const what = opened.missing ? `${libPath} not found` : `${libPath} could not be loaded (${messageOf(opened.error)})`;
     return { ok: false, reason: `${what}; set FLASHMLA_LIBNVML=/path/to/libnvidia-ml.so.1 if it is elsewhere` };
   }
+  const lib = opened.lib;
 
   const api: Record<string, unknown> = {};
   for (const [symbol, [ret, args]] of Object.entries(nvmlBindings)) {
@@ -226,8 +224,4 @@ function registerNvmlTypes(koffi: Koffi): void {
   koffi.alias("nvmlClockType_t", "int");
   koffi.pointer("nvmlDevice_t", koffi.opaque());
   registered.add(koffi);
-}
-
-function messageOf(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
 }
