@@ -13,62 +13,141 @@ namespace {
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.69314718055994530942f;
 
-// Grid (rows_per_kv, h_kv, b), 128 threads: one CTA per flattened row of one KV head (a long request
-// split over every SM has ~130 splits per row: spread the rows over many SMs). Each thread owns 4 of
-// the 512 columns; every thread reduces the (few hundred bytes of) split lse values itself.
+// 512 threads in four groups of 128; thread `col` of a group owns columns [4·col, 4·col + 4) of a row.
+// The ncu times of the first combine (one 128-thread CTA per row, four loads in flight per thread) were
+// what the latency cases lost: 17 µs at dense-b1 (64 splits a row), 25.5 µs at dense-uneven (~100), and
+// 22 µs at sparse-v32, where 32,768 CTAs mostly found their request unsplit and returned. Now a CTA takes
+// rows_per_cta rows of one request (the host sizes it so the grid still covers the SMs twice over), and a
+// row with many splits is shared by the four groups, eight loads in flight per thread.
+constexpr int THREADS = 512;
+constexpr int GROUPS = THREADS / 128;
+constexpr int UNROLL = 8;
+// From this many splits on, the groups share each row; below it, each group merges rows of its own.
+constexpr int MANY_SPLITS = 2 * GROUPS;
+
+// One row of the workspace: the split s partial of this row is lse2[s · stride], o[s · o_stride].
+struct SplitRow {
+  const float* lse2;
+  const float4* o;  // this thread's four columns
+  long long stride, o_stride;
+};
+
+__device__ __forceinline__ SplitRow split_row(const mla::CombineParams& p, int first, int hk, int flat, int col) {
+  const long long stride = static_cast<long long>(p.h_kv) * p.rows_per_kv;  // between splits, in rows
+  const long long row0 = (static_cast<long long>(first) * p.h_kv + hk) * p.rows_per_kv + flat;
+  return {p.lse_accum + row0, reinterpret_cast<const float4*>(p.o_accum + row0 * mla::D_V) + col, stride, stride * (mla::D_V / 4)};
+}
+
+// Σ 2^(lse2_s - G) · o_s over splits s = i0, i0 + step, ... < n, UNROLL loads in flight.
+__device__ __forceinline__ float4 accumulate(const SplitRow& r, int i0, int step, int n, float G) {
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  for (int i = i0; i < n; i += UNROLL * step) {
+    float4 v[UNROLL];
+    float w[UNROLL];
+#pragma unroll
+    for (int k = 0; k < UNROLL; ++k) {
+      const int s = i + k * step;
+      v[k] = s < n ? r.o[s * r.o_stride] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      w[k] = s < n ? exp2f(r.lse2[s * r.stride] - G) : 0.0f;  // 0 for empty splits (-inf) and for G = +inf (a +inf sink)
+    }
+#pragma unroll
+    for (int k = 0; k < UNROLL; ++k) acc.x += w[k] * v[k].x, acc.y += w[k] * v[k].y, acc.z += w[k] * v[k].z, acc.w += w[k] * v[k].w;
+  }
+  return acc;
+}
+
+// G = log2 Σ 2^(lse2_s) from the splits' maximum m and Σ 2^(lse2_s - m): +inf when every split was empty.
+__device__ __forceinline__ float merged_lse2(float m, float sum) { return sum == 0.0f ? INFINITY : __log2f(sum) + m; }
+
+// Writes the row's lse (G in base 2, before the sink) and returns G with the sink's share added.
+__device__ __forceinline__ float write_lse(const mla::CombineParams& p, int req, int hk, int flat, float G, bool writer) {
+  const int s = flat / p.heads_per_kv, head = hk * p.heads_per_kv + flat % p.heads_per_kv;
+  if (writer) p.lse[(static_cast<long long>(req) * p.h_q + head) * p.s_q + s] = G * LN2;
+  if (p.attn_sink != nullptr && G != INFINITY) G += log2f(1.0f + exp2f(p.attn_sink[head] * LOG2E - G));
+  return G;
+}
+
+template <typename T>
+__device__ __forceinline__ void write_out(const mla::CombineParams& p, int req, int hk, int flat, int col, float4 acc) {
+  const int s = flat / p.heads_per_kv, head = hk * p.heads_per_kv + flat % p.heads_per_kv;
+  uint16_t* out = static_cast<uint16_t*>(p.out) + ((static_cast<long long>(req) * p.s_q + s) * p.h_q + head) * mla::D_V;
+  *reinterpret_cast<uint2*>(out + 4 * col) = make_uint2(ptx::pack2<T>(acc.x, acc.y), ptx::pack2<T>(acc.z, acc.w));
+}
+
+// Max or sum over the CTA; every thread gets the same value (each folds the warps' values in one order).
+template <bool MAX>
+__device__ __forceinline__ float cta_reduce(float v, float (&scratch)[THREADS / 32]) {
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) {
+    const float u = __shfl_xor_sync(0xffffffffu, v, o);
+    v = MAX ? fmaxf(v, u) : v + u;
+  }
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = scratch[0];
+#pragma unroll
+  for (int w = 1; w < THREADS / 32; ++w) v = MAX ? fmaxf(v, scratch[w]) : v + scratch[w];
+  return v;
+}
+
+// Grid (ceil(rows_per_kv / rows_per_cta), h_kv, b): rows [rows_per_cta · x, +rows_per_cta) of request z.
 template <typename T>
 __device__ __forceinline__ void combine(const mla::CombineParams& p) {
   ptx::pdl_wait();
-  const int flat = blockIdx.x, hk = blockIdx.y, req = blockIdx.z, tid = threadIdx.x;
+  const int hk = blockIdx.y, req = blockIdx.z, tid = threadIdx.x, group = tid / 128, col = tid % 128;
   const int first = p.num_splits[req], n = p.num_splits[req + 1] - first;
   if (n <= 1) return;  // not split: the main kernel wrote out and lse itself
+  const int row_begin = blockIdx.x * p.rows_per_cta, row_end = min(row_begin + p.rows_per_cta, p.rows_per_kv);
 
-  const long long stride = static_cast<long long>(p.h_kv) * p.rows_per_kv;  // between splits, in rows
-  const long long row0 = (static_cast<long long>(first) * p.h_kv + hk) * p.rows_per_kv + flat;
-  const float* lse2 = p.lse_accum + row0;
-  float m = -INFINITY;
-  for (int i = 0; i < n; ++i) m = fmaxf(m, lse2[i * stride]);
-  if (m == -INFINITY) m = 0.0f;  // every split empty: the sum below is 0 and G = +inf
-  float sum = 0.0f;
-  for (int i = 0; i < n; ++i) sum += exp2f(lse2[i * stride] - m);
-  // sum == 0: every split empty, G = +inf. A NaN split (NaN data) makes the sum NaN and so G, lse and out.
-  float G = sum == 0.0f ? INFINITY : __log2f(sum) + m;
-
-  const int s = flat / p.heads_per_kv, head = hk * p.heads_per_kv + flat % p.heads_per_kv;
-  if (tid == 0) p.lse[(static_cast<long long>(req) * p.h_q + head) * p.s_q + s] = G * LN2;
-  uint16_t* out = static_cast<uint16_t*>(p.out) + ((static_cast<long long>(req) * p.s_q + s) * p.h_q + head) * mla::D_V;
-  if (sum == 0.0f) {  // no key in any split: out is 0 whatever the sink (a -inf sink made 2^(-inf - -inf) NaN here)
-    *reinterpret_cast<uint2*>(out + 4 * tid) = make_uint2(0u, 0u);
+  if (n < MANY_SPLITS) {  // each group its own rows, each thread every split of its columns
+    for (int flat = row_begin + group; flat < row_end; flat += GROUPS) {
+      const SplitRow r = split_row(p, first, hk, flat, col);
+      float m = -INFINITY;
+      for (int i = 0; i < n; ++i) m = fmaxf(m, r.lse2[i * r.stride]);
+      if (m == -INFINITY) m = 0.0f;  // every split empty: the sum below is 0 and G = +inf
+      float sum = 0.0f;
+      for (int i = 0; i < n; ++i) sum += exp2f(r.lse2[i * r.stride] - m);
+      // A NaN split (NaN data) makes the sum NaN and so G, lse and out.
+      const float G = write_lse(p, req, hk, flat, merged_lse2(m, sum), col == 0);
+      // No key in any split: out is 0 whatever the sink (a -inf sink made 2^(-inf - -inf) NaN here).
+      write_out<T>(p, req, hk, flat, col, sum == 0.0f ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : accumulate(r, 0, 1, n, G));
+    }
     return;
   }
-  if (p.attn_sink != nullptr) G += log2f(1.0f + exp2f(p.attn_sink[head] * LOG2E - G));
 
-  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  const float4* o = reinterpret_cast<const float4*>(p.o_accum + row0 * mla::D_V) + tid;
-  const long long o_stride = stride * (mla::D_V / 4);
-  int i = 0;
-  // Four splits per step keep four 16-B loads in flight per thread.
-  for (; i + 4 <= n; i += 4) {
-    float4 v[4];
-    float w[4];
+  // Many splits (a long request spread over the SMs): the four groups take every fourth split of a row.
+  __shared__ float red_max[THREADS / 32], red_sum[THREADS / 32];
+  __shared__ float4 partial[GROUPS - 1][128];
+  for (int flat = row_begin; flat < row_end; ++flat) {
+    const SplitRow r = split_row(p, first, hk, flat, col);
+    float m = -INFINITY;
+    for (int i = tid; i < n; i += THREADS) m = fmaxf(m, r.lse2[i * r.stride]);
+    m = cta_reduce<true>(m, red_max);
+    if (m == -INFINITY) m = 0.0f;
+    float sum = 0.0f;
+    for (int i = tid; i < n; i += THREADS) sum += exp2f(r.lse2[i * r.stride] - m);
+    sum = cta_reduce<false>(sum, red_sum);
+    const float G = write_lse(p, req, hk, flat, merged_lse2(m, sum), tid == 0);
+    float4 acc = sum == 0.0f ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : accumulate(r, group, GROUPS, n, G);
+    if (group > 0) partial[group - 1][col] = acc;
+    __syncthreads();
+    if (group == 0) {
 #pragma unroll
-    for (int k = 0; k < 4; ++k) v[k] = o[(i + k) * o_stride], w[k] = exp2f(lse2[(i + k) * stride] - G);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) acc.x += w[k] * v[k].x, acc.y += w[k] * v[k].y, acc.z += w[k] * v[k].z, acc.w += w[k] * v[k].w;
+      for (int g = 0; g < GROUPS - 1; ++g) {
+        const float4 u = partial[g][col];
+        acc.x += u.x, acc.y += u.y, acc.z += u.z, acc.w += u.w;
+      }
+      write_out<T>(p, req, hk, flat, col, acc);
+    }
+    __syncthreads();  // the next row rewrites partial and the reduction scratch
   }
-  for (; i < n; ++i) {
-    const float4 v = o[i * o_stride];
-    const float w = exp2f(lse2[i * stride] - G);  // 0 for empty splits (-inf) and for G = +inf (a +inf sink)
-    acc.x += w * v.x, acc.y += w * v.y, acc.z += w * v.z, acc.w += w * v.w;
-  }
-  *reinterpret_cast<uint2*>(out + 4 * tid) = make_uint2(ptx::pack2<T>(acc.x, acc.y), ptx::pack2<T>(acc.z, acc.w));
 }
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(128) mla_combine_bf16(const __grid_constant__ mla::CombineParams p) {
+extern "C" __global__ void __launch_bounds__(THREADS, 2) mla_combine_bf16(const __grid_constant__ mla::CombineParams p) {
   combine<ptx::bf16_t>(p);
 }
-extern "C" __global__ void __launch_bounds__(128) mla_combine_fp16(const __grid_constant__ mla::CombineParams p) {
+extern "C" __global__ void __launch_bounds__(THREADS, 2) mla_combine_fp16(const __grid_constant__ mla::CombineParams p) {
   combine<ptx::fp16_t>(p);
 }

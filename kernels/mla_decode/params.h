@@ -133,7 +133,7 @@ struct CombineParams {
   int heads_per_kv;
   int rows_per_kv;
   int num_split_slots;
-  int pad0;
+  int rows_per_cta;            // rows of one request and KV head each combine CTA merges (host: from the grid size)
 };
 
 // FP8 KV cache writer: bf16 tokens -> 656-byte V32 tokens at given slots of a paged cache.
@@ -197,7 +197,7 @@ struct SparseRefParams {
   M(T, num_blocks) M(T, causal) M(T, softmax_scale) M(T, scale_log2)
 #define MLA_OFFSETS_COMBINE(T, M)                                                                         \
   M(T, o_accum) M(T, lse_accum) M(T, num_splits) M(T, out) M(T, lse) M(T, attn_sink) M(T, b) M(T, s_q) M(T, h_q) M(T, h_kv)              \
-  M(T, heads_per_kv) M(T, rows_per_kv) M(T, num_split_slots)
+  M(T, heads_per_kv) M(T, rows_per_kv) M(T, num_split_slots) M(T, rows_per_cta)
 #define MLA_OFFSETS_SPARSE(T, M)                                                                           \
   M(T, q) M(T, kv) M(T, indices) M(T, lengths) M(T, attn_sink) M(T, out) M(T, lse) M(T, o_accum) M(T, lse_accum)  \
   M(T, sched_meta) M(T, num_splits) M(T, q_batch_stride) M(T, q_token_stride) M(T, q_head_stride)               \

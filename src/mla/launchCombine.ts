@@ -1,8 +1,24 @@
+import { Device } from "../runtime/Device.js";
 import type { Stream } from "../runtime/Stream.js";
 import type { Tensor } from "../runtime/Tensor.js";
 import type { DecodeKernels } from "./decodeKernels.js";
+import { deviceOrdinalOf } from "./decodeOutputs.js";
 import type { MlaSchedMeta } from "./MlaSchedMeta.js";
 import { CombineParamsStruct } from "./params.js";
+
+/** combine.cu's CTA size. */
+export const COMBINE_THREADS = 512;
+/** Most rows one combine CTA merges (the loop is per row; beyond this the grid gains nothing). */
+export const COMBINE_MAX_ROWS_PER_CTA = 16;
+
+/**
+ * Rows per combine CTA for `rows` rows in all: as many as leave at least two CTAs per SM, 1 to 16.
+ * One CTA per row (the first combine) launched 32,768 CTAs at sparse-v32, most of which returned at
+ * once; one CTA for all of a long request's rows would leave SMs idle at b = 1.
+ */
+export function combineRowsPerCta(rows: number, smCount: number): number {
+  return Math.min(COMBINE_MAX_ROWS_PER_CTA, Math.max(1, Math.floor(rows / (2 * smCount))));
+}
 
 /** The batch shape the combine merges over (sparse decode passes h_kv = 1). */
 export interface CombineShape {
@@ -15,11 +31,13 @@ export interface CombineShape {
 /**
  * Enqueues the log-sum-exp merge of the split partials in `meta`'s workspace into out/lse, with
  * programmatic dependent launch after the main kernel; `attnSink` (sparse) scales split rows' out.
- * Grid (rows_per_kv, h_kv, b): one CTA per flattened row, rows of unsplit requests return at once.
+ * Grid (ceil(rows_per_kv / rowsPerCta), h_kv, b) of 512-thread CTAs; a CTA of an unsplit request returns
+ * at once, so each CTA takes as many rows as still leave two CTAs per SM (combineRowsPerCta).
  */
 export function launchCombine(k: DecodeKernels, meta: MlaSchedMeta, shape: CombineShape, out: Tensor, lse: Tensor, stream: Stream | undefined, attnSink?: Tensor): void {
   const heads_per_kv = shape.h_q / shape.h_kv;
   const rows_per_kv = shape.s_q * heads_per_kv;
+  const rows_per_cta = combineRowsPerCta(shape.b * shape.h_kv * rows_per_kv, Device.get(deviceOrdinalOf(out)).smCount);
   const params = CombineParamsStruct.pack({
     o_accum: meta.oAccum!.ptr,
     lse_accum: meta.lseAccum!.ptr,
@@ -34,8 +52,8 @@ export function launchCombine(k: DecodeKernels, meta: MlaSchedMeta, shape: Combi
     heads_per_kv,
     rows_per_kv,
     num_split_slots: meta.numSplitSlots,
-    pad0: 0,
+    rows_per_cta,
   });
   const kernel = out.dtype === "fp16" ? k.combineFp16 : k.combineBf16;
-  kernel.launch({ grid: [rows_per_kv, shape.h_kv, shape.b], block: 128, stream, pdl: true }, [{ kind: "bytes", value: params }]);
+  kernel.launch({ grid: [Math.ceil(rows_per_kv / rows_per_cta), shape.h_kv, shape.b], block: COMBINE_THREADS, stream, pdl: true }, [{ kind: "bytes", value: params }]);
 }

@@ -96,7 +96,7 @@ export const CombineParamsStruct = new CStruct("CombineParams", [
   ["heads_per_kv", "i32"],
   ["rows_per_kv", "i32"],
   ["num_split_slots", "i32"],
-  ["pad0", "i32"],
+  ["rows_per_cta", "i32"],
 ] as const);
 
 export const Fp8KvWriteParamsStruct = new CStruct("Fp8KvWriteParams", [

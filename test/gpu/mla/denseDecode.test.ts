@@ -5,6 +5,7 @@ import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
 import { mlaDecodeReference } from "../../../src/mla/mlaDecodeReference.js";
 import { mlaDecodeReferenceGpu } from "../../../src/mla/mlaDecodeReferenceGpu.js";
 import { checkSchedule, computeSchedule } from "../../../src/mla/schedule.js";
+import { combineRowsPerCta } from "../../../src/mla/launchCombine.js";
 import { assertClose, DENSE_LSE_TOL, DENSE_OUT_TOL, type Tolerance } from "../../../src/numeric/compare.js";
 import { bf16ArrayToF32 } from "../../../src/numeric/bf16.js";
 import { fp16ArrayToF32 } from "../../../src/numeric/fp16.js";
@@ -185,6 +186,36 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
     }
     console.log(`# FlashMLA dense grid: ${cases.length} cases (${QUICK ? "quick" : "full"}), ${failures.length} failed, ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     assert.deepEqual(failures, [], failures.slice(0, 5).join("\n"));
+  });
+
+  test("the combine's two paths: a request split many ways (groups share a row) and CTAs of several rows with a tail", () => {
+    const smCount = Device.get(0).smCount;
+    // b = 1 at h_q = 128: the request is spread over every SM part (>= 8 splits: the shared-row path).
+    // b = 8 at h_q = 128: 2 to 7 splits each, and 1,024 rows give CTAs of several rows that do not divide 128.
+    for (const [i, spec] of [{ b: 1, lens: [6000] }, { b: 8, lens: [1000, 1200, 64, 900, 1111, 1000, 1300, 700] }].entries()) {
+      const host = makeDenseCase({ seed: 8800 + i, b: spec.b, s_q: 1, h_q: 128, h_kv: 1, seqlens: spec.lens, causal: false, dtype: "bf16" });
+      const c = uploadDenseCase(host);
+      try {
+        const { out, lse, meta } = run(c);
+        try {
+          const ns = meta.numSplits!.toHost().host as Int32Array;
+          const splits = Array.from({ length: spec.b }, (_, r) => ns[r + 1] - ns[r]);
+          const rowsPerCta = combineRowsPerCta(spec.b * 128, smCount);
+          if (i === 0) assert.ok(splits[0] >= 8, `expected >= 8 splits of the one request, got ${splits[0]}`);
+          else {
+            assert.ok(splits.some((n) => n >= 2 && n < 8), `expected requests with 2-7 splits, got ${splits.join(",")}`);
+            assert.ok(rowsPerCta > 1 && 128 % rowsPerCta !== 0, `expected several rows per CTA and a tail, got ${rowsPerCta}`);
+          }
+          const ref = mlaDecodeReference(host);
+          assertClose(halfToF32(out), ref.outF32, DENSE_OUT_TOL, { shape: [spec.b, 1, 128, 512], name: `out (splits ${splits.join(",")})`, roundReferenceTo: "bf16" });
+          assertClose(lse.toHost().host as Float32Array, ref.lse.host as Float32Array, DENSE_LSE_TOL, { shape: [spec.b, 128, 1], name: `lse (splits ${splits.join(",")})` });
+        } finally {
+          out.dispose(); lse.dispose(); meta.dispose();
+        }
+      } finally {
+        c.dispose();
+      }
+    }
   });
 
   test("empty requests give out = 0 and lse = +inf exactly", () => {
