@@ -15,8 +15,7 @@ builds=(
   "dense_seesaw_sm90.cu -DMLA_TRACE=48"
   "dense_seesaw_sm90.cu -DMLA_PIPE_S0_FIRST=1 -DMLA_PIPE_QROPE_REGS=0 -DMLA_PIPE_LAZY_MAX=0 -DMLA_ABLATE_LOADS"
   "sparse_decode_sm90.cu -DMLA_TRACE=64 -DMLA_SPARSE_LAZY_MAX=0"
-  "sparse_decode_sm90.cu -DMLA_SPARSE_EARLY_FLAGS=1 -DMLA_STMATRIX_P=1 -DMLA_TRACE=64"
-  "dense_seesaw_sm90.cu -DMLA_STMATRIX_P=1 -DMLA_TRACE=48"
+  "sparse_decode_sm90.cu -DMLA_TRACE=64"
 )
 pids=()
 for i in "${!builds[@]}"; do

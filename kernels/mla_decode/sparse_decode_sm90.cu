@@ -79,14 +79,6 @@ __device__ long long mla_sparse_trace[MLA_TRACE][20];
 #define MLA_SPARSE_LAZY_MAX 8
 #endif
 
-// MLA_SPARSE_EARLY_FLAGS (a timing experiment written without a GPU, not yet run): WG0 gathers the
-// block's valid flags while its Q·Kᵀ runs (before the last tile's k-steps are queued) instead of after
-// waiting for S. The trace (§18) has WG0's softmax at ~985 cycles a block on the buffer's hold, which
-// sets half the block period; the gather is 8 shared loads and their bit twiddling.
-#ifndef MLA_SPARSE_EARLY_FLAGS
-#define MLA_SPARSE_EARLY_FLAGS 0
-#endif
-
 #ifdef MLA_ABLATE_SPARSE_CONSUMERS
 constexpr bool ABLATE_CONSUMERS = true;
 #else
@@ -645,18 +637,6 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
       }
       if constexpr (WG == 0) {
         float s[32];
-#if MLA_SPARSE_EARLY_FLAGS
-        uint32_t vbits = 0;
-        qk_block<T>(s, q_base, k_base, [&](int t) {
-          if (t != NUM_TILES - 1) return;
-#pragma unroll
-          for (int c = 0; c < 8; ++c) {
-            const uint32_t two = *reinterpret_cast<const uint16_t*>(&sm.valid[stage][8 * c + 2 * (lane % 4)]);
-            vbits |= ((two & 1u) | ((two >> 7) & 2u)) << (2 * c);
-          }
-        });
-        STRACE(it, 2);
-#else
         qk_block<T>(s, q_base, k_base, [](int) {});
         STRACE(it, 2);
         // This thread's 16 token columns are 8c + 2(lane % 4) + e: gather their valid flags into bits 2c + e.
@@ -666,7 +646,8 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
           const uint32_t two = *reinterpret_cast<const uint16_t*>(&sm.valid[stage][8 * c + 2 * (lane % 4)]);
           vbits |= ((two & 1u) | ((two >> 7) & 2u)) << (2 * c);
         }
-#endif
+        // (Gathering them under Q·Kᵀ, before the last tile's k-steps, measured slower on the H200:
+        // sparse-v32 375.2 vs 370.1 µs, one call.)
         // Invalid tokens are masked, the rest scaled to the log2 domain, in the same pass as the row max
         // (separate passes cost WG0 registers it does not have); then the online-softmax step. (Leaving S
         // unscaled and folding the scale into the exponent's fma, as seesaw_pipe does, measured no
