@@ -17,17 +17,17 @@ constexpr float LN2 = 0.69314718055994530942f;
 // The ncu times of the first combine (one 128-thread CTA per row, four loads in flight per thread) were
 // what the latency cases lost: 17 µs at dense-b1 (64 splits a row), 25.5 µs at dense-uneven (~100), and
 // 22 µs at sparse-v32, where 32,768 CTAs mostly found their request unsplit and returned. Now a CTA takes
-// rows_per_cta rows of one request (the host sizes it so the grid still covers the SMs twice over), and a
-// row with many splits is shared by the four groups, eight loads in flight per thread.
+// rows_per_cta rows of one request (the host sizes it so the grid still covers the SMs twice over), a
+// row with many splits is shared by the four groups, eight loads in flight per thread, and a row with
+// few has all its loads issued at once (merge_rows). H200, ncu: dense-b1 9.0-9.8 µs, dense-uneven
+// 10.8-11.8, sparse-v32 5.2-5.6 (before merge_rows).
 constexpr int THREADS = 512;
 constexpr int GROUPS = THREADS / 128;
 constexpr int UNROLL = 8;
-// From this many splits on, the groups share each row; below it, each group merges rows of its own,
-// ROWS_AT_ONCE rows and SPLITS_AT_ONCE splits of each in flight together (eight loads, as above: one row
-// at a time left two loads per thread in flight at two splits, and the combine took 30 µs at dense-compute).
+// From this many splits on, the groups share each row; below it, each group merges rows of its own.
 constexpr int MANY_SPLITS = 2 * GROUPS;
-constexpr int ROWS_AT_ONCE = 4;
-constexpr int SPLITS_AT_ONCE = 2;
+// Splits of a shared row whose o loads are issued before its maxima are known (4 spilled at 64 registers).
+constexpr int EARLY = 2;
 
 // One row of the workspace: the split s partial of this row is lse2[s · stride], o[s · o_stride].
 struct SplitRow {
@@ -94,6 +94,52 @@ __device__ __forceinline__ float cta_reduce(float v, float (&scratch)[THREADS / 
   return v;
 }
 
+// Rows flat0, flat0 + GROUPS, ... < row_end of a request with n <= SLOTS splits, ROWS of them at a time,
+// every load of those rows in one batch: one trip to memory per ROWS rows (loading o only once the
+// maxima were in, and one row at a time, the combine took 30 µs at dense-compute, two splits a row).
+template <typename T, int ROWS, int SLOTS>
+__device__ __forceinline__ void merge_rows(const mla::CombineParams& p, int req, int hk, int first, int n, int flat0, int row_end, int col) {
+  for (int base = flat0; base < row_end; base += GROUPS * ROWS) {
+    float l[ROWS][SLOTS];
+    float4 v[ROWS][SLOTS];
+#pragma unroll
+    for (int j = 0; j < ROWS; ++j) {
+      const int flat = base + GROUPS * j;
+      const SplitRow r = split_row(p, first, hk, flat < row_end ? flat : base, col);
+#pragma unroll
+      for (int i = 0; i < SLOTS; ++i) {
+        const bool on = i < n && flat < row_end;
+        l[j][i] = on ? r.lse2[i * r.stride] : -INFINITY;  // padding: weight 2^-inf = 0
+        v[j][i] = on ? r.o[i * r.o_stride] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < ROWS; ++j) {
+      const int flat = base + GROUPS * j;
+      if (flat >= row_end) break;
+      float m = -INFINITY;
+#pragma unroll
+      for (int i = 0; i < SLOTS; ++i) m = fmaxf(m, l[j][i]);
+      if (m == -INFINITY) m = 0.0f;  // every split empty: the sum below is 0 and G = +inf
+      float sum = 0.0f;
+#pragma unroll
+      for (int i = 0; i < SLOTS; ++i) sum += exp2f(l[j][i] - m);
+      // A NaN split (NaN data) makes the sum NaN and so G, lse and out.
+      const float G = write_lse(p, req, hk, flat, merged_lse2(m, sum), col == 0);
+      float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      // No key in any split: out is 0 whatever the sink (a -inf sink made 2^(-inf - -inf) NaN here).
+      if (sum != 0.0f) {
+#pragma unroll
+        for (int i = 0; i < SLOTS; ++i) {
+          const float w = exp2f(l[j][i] - G);  // 0 for empty splits (-inf) and for G = +inf (a +inf sink)
+          acc.x += w * v[j][i].x, acc.y += w * v[j][i].y, acc.z += w * v[j][i].z, acc.w += w * v[j][i].w;
+        }
+      }
+      write_out<T>(p, req, hk, flat, col, acc);
+    }
+  }
+}
+
 // Grid (ceil(rows_per_kv / rows_per_cta), h_kv, b): rows [rows_per_cta · x, +rows_per_cta) of request z.
 template <typename T>
 __device__ __forceinline__ void combine(const mla::CombineParams& p) {
@@ -103,51 +149,9 @@ __device__ __forceinline__ void combine(const mla::CombineParams& p) {
   if (n <= 1) return;  // not split: the main kernel wrote out and lse itself
   const int row_begin = blockIdx.x * p.rows_per_cta, row_end = min(row_begin + p.rows_per_cta, p.rows_per_kv);
 
-  if (n < MANY_SPLITS) {  // each group its own rows, ROWS_AT_ONCE of them with every split in flight together
-    for (int base = row_begin + group; base < row_end; base += GROUPS * ROWS_AT_ONCE) {
-      SplitRow r[ROWS_AT_ONCE];
-      float G[ROWS_AT_ONCE];
-      bool live[ROWS_AT_ONCE];
-#pragma unroll
-      for (int j = 0; j < ROWS_AT_ONCE; ++j) {
-        const int flat = base + GROUPS * j;
-        live[j] = flat < row_end;
-        r[j] = split_row(p, first, hk, live[j] ? flat : base, col);
-        float m = -INFINITY;
-        for (int i = 0; i < n; ++i) m = fmaxf(m, r[j].lse2[i * r[j].stride]);
-        if (m == -INFINITY) m = 0.0f;  // every split empty: the sum below is 0 and G = +inf
-        float sum = 0.0f;
-        for (int i = 0; i < n; ++i) sum += exp2f(r[j].lse2[i * r[j].stride] - m);
-        // A NaN split (NaN data) makes the sum NaN and so G, lse and out.
-        G[j] = write_lse(p, req, hk, live[j] ? flat : base, merged_lse2(m, sum), live[j] && col == 0);
-        // No key in any split: out is 0 whatever the sink (a -inf sink made 2^(-inf - -inf) NaN here).
-        live[j] = live[j] && sum != 0.0f;
-        if (!live[j] && flat < row_end) write_out<T>(p, req, hk, flat, col, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
-      }
-      float4 acc[ROWS_AT_ONCE];
-#pragma unroll
-      for (int j = 0; j < ROWS_AT_ONCE; ++j) acc[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      for (int i = 0; i < n; i += SPLITS_AT_ONCE) {
-        float4 v[ROWS_AT_ONCE][SPLITS_AT_ONCE];
-        float w[ROWS_AT_ONCE][SPLITS_AT_ONCE];
-#pragma unroll
-        for (int j = 0; j < ROWS_AT_ONCE; ++j)
-#pragma unroll
-          for (int k = 0; k < SPLITS_AT_ONCE; ++k) {
-            const bool on = live[j] && i + k < n;
-            v[j][k] = on ? r[j].o[(i + k) * r[j].o_stride] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            w[j][k] = on ? exp2f(r[j].lse2[(i + k) * r[j].stride] - G[j]) : 0.0f;
-          }
-#pragma unroll
-        for (int j = 0; j < ROWS_AT_ONCE; ++j)
-#pragma unroll
-          for (int k = 0; k < SPLITS_AT_ONCE; ++k)
-            acc[j].x += w[j][k] * v[j][k].x, acc[j].y += w[j][k] * v[j][k].y, acc[j].z += w[j][k] * v[j][k].z, acc[j].w += w[j][k] * v[j][k].w;
-      }
-#pragma unroll
-      for (int j = 0; j < ROWS_AT_ONCE; ++j)
-        if (live[j]) write_out<T>(p, req, hk, base + GROUPS * j, col, acc[j]);
-    }
+  if (n < MANY_SPLITS) {  // each group its own rows, each thread every split of its columns
+    if (n <= 3) merge_rows<T, 2, 3>(p, req, hk, first, n, row_begin + group, row_end, col);
+    else merge_rows<T, 1, MANY_SPLITS - 1>(p, req, hk, first, n, row_begin + group, row_end, col);
     return;
   }
 
@@ -156,6 +160,13 @@ __device__ __forceinline__ void combine(const mla::CombineParams& p) {
   __shared__ float4 partial[GROUPS - 1][128];
   for (int flat = row_begin; flat < row_end; ++flat) {
     const SplitRow r = split_row(p, first, hk, flat, col);
+    // This group's first EARLY splits of o go out with the lse loads (they do not depend on G).
+    float4 v0[EARLY];
+#pragma unroll
+    for (int k = 0; k < EARLY; ++k) {
+      const int s = group + k * GROUPS;
+      v0[k] = s < n ? r.o[s * r.o_stride] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
     float m = -INFINITY;
     for (int i = tid; i < n; i += THREADS) m = fmaxf(m, r.lse2[i * r.stride]);
     m = cta_reduce<true>(m, red_max);
@@ -164,7 +175,17 @@ __device__ __forceinline__ void combine(const mla::CombineParams& p) {
     for (int i = tid; i < n; i += THREADS) sum += exp2f(r.lse2[i * r.stride] - m);
     sum = cta_reduce<false>(sum, red_sum);
     const float G = write_lse(p, req, hk, flat, merged_lse2(m, sum), tid == 0);
-    float4 acc = sum == 0.0f ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : accumulate(r, group, GROUPS, n, G);
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (sum != 0.0f) {
+#pragma unroll
+      for (int k = 0; k < EARLY; ++k) {
+        const int s = group + k * GROUPS;
+        const float w = s < n ? exp2f(r.lse2[s * r.stride] - G) : 0.0f;
+        acc.x += w * v0[k].x, acc.y += w * v0[k].y, acc.z += w * v0[k].z, acc.w += w * v0[k].w;
+      }
+      const float4 rest = accumulate(r, group + EARLY * GROUPS, GROUPS, n, G);
+      acc.x += rest.x, acc.y += rest.y, acc.z += rest.z, acc.w += rest.w;
+    }
     if (group > 0) partial[group - 1][col] = acc;
     __syncthreads();
     if (group == 0) {
@@ -181,9 +202,9 @@ __device__ __forceinline__ void combine(const mla::CombineParams& p) {
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_combine_bf16(const __grid_constant__ mla::CombineParams p) {
+extern "C" __global__ void __launch_bounds__(THREADS, 2) mla_combine_bf16(const __grid_constant__ mla::CombineParams p) {
   combine<ptx::bf16_t>(p);
 }
-extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_combine_fp16(const __grid_constant__ mla::CombineParams p) {
+extern "C" __global__ void __launch_bounds__(THREADS, 2) mla_combine_fp16(const __grid_constant__ mla::CombineParams p) {
   combine<ptx::fp16_t>(p);
 }

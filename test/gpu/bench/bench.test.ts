@@ -125,8 +125,7 @@ describeGpu("bench harness on the GPU", (device) => {
     }
   });
 
-  // dense_h16 (written without a GPU) runs in test/gpu/variants/h16.test.ts until it has passed there.
-  for (const kernel of Object.values(BENCH_KERNELS).filter((k) => k.kinds.includes("dense") && k.name !== "dense_h16")) {
+  for (const kernel of Object.values(BENCH_KERNELS).filter((k) => k.kinds.includes("dense"))) {
     test(`runBenchCase() times dense-short-h16 with ${kernel.name} over ≥ 4 input sets and its output passes the check`, () => {
       const c = benchCaseByName("dense-short-h16")!;
       const stream = Stream.create(device.ordinal);

@@ -188,11 +188,16 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
     assert.deepEqual(failures, [], failures.slice(0, 5).join("\n"));
   });
 
-  test("the combine's two paths: a request split many ways (groups share a row) and CTAs of several rows with a tail", () => {
+  test("the combine's paths: a request split many ways (groups share a row), 4-7 and 2-3 splits (rows merged per group), CTAs of several rows with a tail", () => {
     const smCount = Device.get(0).smCount;
-    // b = 1 at h_q = 128: the request is spread over every SM part (>= 8 splits: the shared-row path).
-    // b = 8 at h_q = 128: 2 to 7 splits each, and 1,024 rows give CTAs of several rows that do not divide 128.
-    for (const [i, spec] of [{ b: 1, lens: [6000] }, { b: 8, lens: [1000, 1200, 64, 900, 1111, 1000, 1300, 700] }].entries()) {
+    // h_q = 128, 66 SM parts. b = 1: the request is spread over every part (>= 8 splits). b = 8: 4 to 7
+    // splits each, 1,024 rows, 3 rows per CTA. b = 32 at 400 tokens: 2 splits each, 15 rows per CTA.
+    const cases = [
+      { b: 1, lens: [6000], splits: [8, Infinity] },
+      { b: 8, lens: [1000, 1200, 900, 1111, 1000, 1300, 700, 1000], splits: [4, 7] },
+      { b: 32, lens: Array(32).fill(400), splits: [2, 3] },
+    ];
+    for (const [i, spec] of cases.entries()) {
       const host = makeDenseCase({ seed: 8800 + i, b: spec.b, s_q: 1, h_q: 128, h_kv: 1, seqlens: spec.lens, causal: false, dtype: "bf16" });
       const c = uploadDenseCase(host);
       try {
@@ -200,15 +205,12 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
         try {
           const ns = meta.numSplits!.toHost().host as Int32Array;
           const splits = Array.from({ length: spec.b }, (_, r) => ns[r + 1] - ns[r]);
+          assert.ok(splits.every((n) => n >= spec.splits[0] && n <= spec.splits[1]), `case ${i}: expected ${spec.splits.join("-")} splits per request, got ${splits.join(",")}`);
           const rowsPerCta = combineRowsPerCta(spec.b * 128, smCount);
-          if (i === 0) assert.ok(splits[0] >= 8, `expected >= 8 splits of the one request, got ${splits[0]}`);
-          else {
-            assert.ok(splits.some((n) => n >= 2 && n < 8), `expected requests with 2-7 splits, got ${splits.join(",")}`);
-            assert.ok(rowsPerCta > 1 && 128 % rowsPerCta !== 0, `expected several rows per CTA and a tail, got ${rowsPerCta}`);
-          }
+          if (i > 0) assert.ok(rowsPerCta > 1 && 128 % rowsPerCta !== 0, `case ${i}: expected several rows per CTA and a tail, got ${rowsPerCta}`);
           const ref = mlaDecodeReference(host);
-          assertClose(halfToF32(out), ref.outF32, DENSE_OUT_TOL, { shape: [spec.b, 1, 128, 512], name: `out (splits ${splits.join(",")})`, roundReferenceTo: "bf16" });
-          assertClose(lse.toHost().host as Float32Array, ref.lse.host as Float32Array, DENSE_LSE_TOL, { shape: [spec.b, 128, 1], name: `lse (splits ${splits.join(",")})` });
+          assertClose(halfToF32(out), ref.outF32, DENSE_OUT_TOL, { shape: [spec.b, 1, 128, 512], name: `out (case ${i})`, roundReferenceTo: "bf16" });
+          assertClose(lse.toHost().host as Float32Array, ref.lse.host as Float32Array, DENSE_LSE_TOL, { shape: [spec.b, 128, 1], name: `lse (case ${i})` });
         } finally {
           out.dispose(); lse.dispose(); meta.dispose();
         }
