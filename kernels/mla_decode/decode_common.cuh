@@ -155,14 +155,27 @@ __device__ __forceinline__ void pack_p(uint32_t (&a)[4][4], const float (&s)[32]
 // Stores P fragments as a 64x64 16-bit SW128 K-major tile for another warpgroup's SS wgmma, with four
 // stmatrix.x4 per thread. Fragment a[j][x] holds accumulator elements 8j + 2x, 8j + 2x + 1, so
 // a[j][0..3] are the 8x8 matrices (chunk 2j, rows 0-7), (2j, rows 8-15), (2j+1, rows 0-7), (2j+1, rows
-// 8-15) of the warp's 16 rows, and lane l gives row l%8 of matrix l/8. Sixteen 32-bit stores did the same
-// 0.5-0.8 % slower (H200, two calls: dense-compute 500.7 vs 505.1 µs, sparse-v32 348.9 vs 352.7); the P
-// hand-over is on the path of both kernels (sparse: P_FREE to P_READY; dense: W0's sP0 before P0_READY).
+// 8-15) of the warp's 16 rows, and lane l gives row l%8 of matrix l/8. Sixteen 32-bit stores (store_p_words)
+// did the same 0.5-0.8 % slower (H200, two calls: dense-compute 500.7 vs 505.1 µs, sparse-v32 348.9 vs
+// 352.7); the P hand-over is on the path of both kernels (dense: W0's sP0 before P0_READY).
 __device__ __forceinline__ void store_p(uint8_t* tile, const uint32_t (&a)[4][4], int warp_in_wg, int lane) {
   const int g = lane / 8, r = 16 * warp_in_wg + lane % 8 + 8 * (g & 1);
   const uint32_t row = ptx::smem_addr(tile) + r * 128;
 #pragma unroll
   for (int j = 0; j < 4; ++j) ptx::stmatrix_x4(row + (((2 * j + (g >> 1)) ^ (r & 7)) << 4), a[j][0], a[j][1], a[j][2], a[j][3]);
+}
+
+// The same tile with sixteen 32-bit stores per thread (the sparse kernel's, see there). Fragment a[j][x]:
+// row 16w + l/4 + 8((i>>1)&1), 16-B chunk i>>2, i = 8j + 2x.
+__device__ __forceinline__ void store_p_words(uint8_t* tile, const uint32_t (&a)[4][4], int warp_in_wg, int lane) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      const int i = 8 * j + 2 * x;
+      const int r = 16 * warp_in_wg + lane / 4 + 8 * ((i >> 1) & 1);
+      *reinterpret_cast<uint32_t*>(tile + r * 128 + (((i >> 2) ^ (r & 7)) << 4) + 4 * (lane % 4)) = a[j][x];
+    }
 }
 
 // S (+)= Q·Kᵀ over 64-dim tile t: four wgmma m64n64k16 k-steps, both operands SW128 K-major in smem.
