@@ -5,8 +5,11 @@
 // raw timeline for both warpgroups on one clock. Run from the project root on the GPU host:
 //   FLASHMLA_KERNEL_DIR=dist/kernels-trace bash .gpu/enter.sh node scripts/device/traceDense.mjs [case] [kernel]
 // (TRACE_JSON=file keeps the raw events)
-// (case: dense-compute (default) or dense-compute-mtp; kernel: dense_seesaw_pipe).
+// (case: dense-compute (default), dense-compute-mtp, dense-mem-h16, dense-short-h16 or dense-b1, each
+// request at the case's length; kernel: the API's choice for the shape, or any dense_seesaw* name: the
+// pair events are seesaw_pipe's, the per-CTA and per-request ones every seesaw kernel's).
 import { Event, flashMlaWithKvcache, getMlaMetadata, Stream, Tensor } from "../../dist/src/index.js";
+import { defaultDenseKernel } from "../../dist/src/mla/flashMlaWithKvcache.js";
 import { decodeKernels } from "../../dist/src/mla/decodeKernels.js";
 import { makeGpuDenseCase } from "../../dist/src/bench/makeGpuDenseCase.js";
 
@@ -27,11 +30,21 @@ const EVENTS = [
 ];
 
 const caseName = process.argv[2] ?? "dense-compute";
-const kernel = process.argv[3] ?? "dense_seesaw_pipe";
-const s_q = caseName === "dense-compute-mtp" ? 2 : 1;
+// The dense cases of BENCH.md this script can build (one input set, every request at the same length).
+const SHAPES = {
+  "dense-compute": { b: 128, s_q: 1, h_q: 128, s_k: 8192 },
+  "dense-compute-mtp": { b: 128, s_q: 2, h_q: 128, s_k: 8192 },
+  "dense-mem-h16": { b: 128, s_q: 1, h_q: 16, s_k: 8192 },
+  "dense-short-h16": { b: 128, s_q: 1, h_q: 16, s_k: 1024 },
+  "dense-b1": { b: 1, s_q: 1, h_q: 128, s_k: 32768 },
+};
+const shape = SHAPES[caseName];
+if (shape === undefined) throw new Error(`traceDense: case must be one of ${Object.keys(SHAPES).join(", ")}, got ${caseName}`);
+const { b, s_q, h_q } = shape;
+// Default: the kernel the API picks for the shape.
+const kernel = process.argv[3] ?? `dense_${defaultDenseKernel(b, s_q * h_q)}`;
 const stream = Stream.create();
-const b = 128;
-const gc = makeGpuDenseCase({ b, s_q, h_q: 128, h_kv: 1, seqlens: Array(b).fill(8192), causal: s_q > 1, dtype: "bf16" }, { seed: 11, stream });
+const gc = makeGpuDenseCase({ b, s_q, h_q, h_kv: 1, seqlens: Array(b).fill(shape.s_k), causal: s_q > 1, dtype: "bf16" }, { seed: 11, stream });
 const meta = getMlaMetadata();
 for (let i = 0; i < 5; i++) {
   const { out, lse } = flashMlaWithKvcache({ ...gc, headDimV: 512, schedMeta: meta, stream, kernel: kernel.replace(/^dense_/, "") });
@@ -46,7 +59,7 @@ for (let i = 0; i < 5; i++) {
 // sit in L2 between calls: the bench's rotated figure is the one to quote; this one places the kernel span.
 const ev = [Event.create(), Event.create()];
 const callUs = [];
-const outT = Tensor.emptyDevice([b, s_q, 128, 512], "bf16", 0), lseT = Tensor.emptyDevice([b, 128, s_q], "f32", 0);
+const outT = Tensor.emptyDevice([b, s_q, h_q, 512], "bf16", 0), lseT = Tensor.emptyDevice([b, h_q, s_q], "f32", 0);
 for (let i = 0; i < 20; i++) {
   ev[0].record(stream);
   flashMlaWithKvcache({ ...gc, headDimV: 512, schedMeta: meta, stream, out: outT, lse: lseT, kernel: kernel.replace(/^dense_/, "") });
