@@ -17,6 +17,8 @@ builds=(
   "sparse_decode_sm90.cu -DMLA_TRACE=64 -DMLA_SPARSE_LAZY_MAX=0"
   "sparse_decode_sm90.cu -DMLA_TRACE=64"
   "sparse_decode_sm90.cu -DMLA_SPARSE_P_READY_MBAR=1 -DMLA_SPARSE_STMATRIX_P=1"
+  "dense_seesaw_sm90.cu -DMLA_Q_PREFETCH=18"
+  "dense_seesaw_sm90.cu -DMLA_Q_PREFETCH=9"
 )
 pids=()
 for i in "${!builds[@]}"; do

@@ -114,6 +114,11 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 //   and latency shapes' kernels) with seesaw_pipe's lazy running max, so their warp-vote fast paths skip
 //   the rescales after the first block. H200, one call (records `…-s9a-*`): seesaw_fast dense-compute
 //   509.0 vs 531.2 µs, dense-b1 41.3 vs 42.2, dense-mem-h16 and -short-h16 within 0.3 µs.
+// MLA_Q_PREFETCH = B (seesaw_pipe): Q loaded in batches of B 16-byte chunks a thread, the first before the
+// request's barrier (load_q_batch; 0: load_q_dense after the barrier, six at a time).
+#ifndef MLA_Q_PREFETCH
+#define MLA_Q_PREFETCH 0
+#endif
 #ifndef MLA_FAST_LAZY_MAX
 #define MLA_FAST_LAZY_MAX 8
 #endif
@@ -618,8 +623,21 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     const bool is_split = (req == meta.begin_req_idx && meta.is_first_req_splitted) || (req == meta.end_req_idx && meta.is_last_req_splitted);
 
     TRACE_REQ(0);
-    ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);  // the previous request is done with sQ and sm.l
-    load_q_dense(p, sm.q, req, m_block, hk, tid, CONSUMER_THREADS);
+    if constexpr (PIPE && MLA_Q_PREFETCH > 0) {  // (seesaw_fast and seesaw spill with it)
+      constexpr int B = MLA_Q_PREFETCH > 0 ? MLA_Q_PREFETCH : 1, PER_THREAD = (Q_CHUNKS + CONSUMER_THREADS - 1) / CONSUMER_THREADS;
+      uint4 qv[B];
+      load_q_batch<CONSUMER_THREADS, B>(p, qv, 0, req, m_block, hk, tid);
+      ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);  // the previous request is done with sQ and sm.l
+      store_q_batch<CONSUMER_THREADS, B>(sm.q, qv, 0, tid);
+#pragma unroll 1  // one batch in registers at a time
+      for (int j0 = B; j0 < PER_THREAD; j0 += B) {
+        load_q_batch<CONSUMER_THREADS, B>(p, qv, j0, req, m_block, hk, tid);
+        store_q_batch<CONSUMER_THREADS, B>(sm.q, qv, j0, tid);
+      }
+    } else {
+      ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);  // the previous request is done with sQ and sm.l
+      load_q_dense(p, sm.q, req, m_block, hk, tid, CONSUMER_THREADS);
+    }
     ptx::fence_proxy_async_smem();
     ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);
     TRACE_REQ(1);
