@@ -1,6 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { checkSchedule, computeSchedule, decodePart, numKvBlocks, numSmPartsDense } from "../../../src/mla/schedule.js";
+import { combineRowsPerCta, COMBINE_MAX_ROWS_PER_CTA } from "../../../src/mla/launchCombine.js";
 import { Rng } from "../../../src/numeric/random.js";
 
 test("numSmPartsDense() gives about one CTA per SM, like FlashMLA", () => {
@@ -55,4 +56,16 @@ test("checkSchedule() catches a block covered twice and a wrong numSplits", () =
   const wrong = { schedMeta: s.schedMeta.slice(), numSplits: s.numSplits.slice() };
   wrong.numSplits[2] += 1;
   assert.throws(() => checkSchedule(lens, wrong, 4), /pieces|slot/);
+});
+
+test("combineRowsPerCta() leaves at least two combine CTAs per SM where the rows allow, 1 to 16 rows each", () => {
+  // dense-b1 (128 rows), dense-uneven (256), dense-short-h16 (2,048), dense-compute (16,384), sparse-v32 (32,768) on 132 SMs.
+  assert.deepEqual([128, 256, 2048, 16384, 32768].map((rows) => combineRowsPerCta(rows, 132)), [1, 1, 7, 16, 16]);
+  for (const smCount of [1, 66, 132, 144]) {
+    for (let rows = 1; rows <= 40000; rows += 97) {
+      const r = combineRowsPerCta(rows, smCount);
+      assert.ok(Number.isInteger(r) && r >= 1 && r <= COMBINE_MAX_ROWS_PER_CTA, `rows ${rows}, SMs ${smCount}: ${r}`);
+      if (r > 1) assert.ok(Math.ceil(rows / r) >= 2 * smCount, `rows ${rows}, SMs ${smCount}: ${r} rows a CTA leaves ${Math.ceil(rows / r)} CTAs`);
+    }
+  }
 });
