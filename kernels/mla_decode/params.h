@@ -118,7 +118,7 @@ struct SparseParams {
   int pad0;
 };
 
-// Log-sum-exp merge of split partials (FLASHMLA.md §2.3). Grid (rows_per_kv, h_kv, b).
+// Log-sum-exp merge of split partials (FLASHMLA.md §2.3). Grid (ceil(rows_per_kv / rows_per_cta), h_kv, b).
 struct CombineParams {
   const float* o_accum;        // as DenseParams
   const float* lse_accum;
