@@ -51,29 +51,36 @@ __device__ __forceinline__ int table_block(const DenseParams& p, int req, int bl
   return id;
 }
 
+// 16-byte chunk `chunk` (dims 8·chunk .. +7) of row `flat` of KV head hk's query rows (row = s_q index
+// · heads_per_kv + head within the head group). The caller keeps flat < rows_per_kv.
+__device__ __forceinline__ uint4 load_q_chunk(const DenseParams& p, int req, int hk, int flat, int chunk) {
+  const uint16_t* q = static_cast<const uint16_t*>(p.q);
+  const int s = flat / p.heads_per_kv, head = hk * p.heads_per_kv + flat % p.heads_per_kv;
+  return __ldg(reinterpret_cast<const uint4*>(q + req * p.q_batch_stride + s * p.q_token_stride + head * p.q_head_stride + chunk * 8));
+}
+
+// 16-byte chunks of an m-block's Q: 64 rows of 72.
+constexpr int Q_CHUNKS = 64 * 72;
+
 // `threads` threads copy a request's 64 Q rows (flattened s_q x heads_per_kv rows of KV head hk) into
 // SW128 tiles at `q_smem` (the layout TMA would produce); rows past rows_per_kv are zero. Six 16-byte
 // loads per thread are in flight at a time (Q is 72 KB: one at a time cost a memory round trip per
 // 4 KB, several microseconds at the start of every request; that start is most of a short call).
 __device__ __forceinline__ void load_q_dense(const DenseParams& p, uint8_t* q_smem, int req, int m_block, int hk, int tid, int threads) {
-  const uint16_t* q = static_cast<const uint16_t*>(p.q);
-  constexpr int BATCH = 6, CHUNKS = 64 * 72;
-  for (int base = tid; base < CHUNKS; base += BATCH * threads) {
+  constexpr int BATCH = 6;
+  for (int base = tid; base < Q_CHUNKS; base += BATCH * threads) {
     uint4 v[BATCH];
 #pragma unroll
     for (int j = 0; j < BATCH; ++j) {
       const int c = base + j * threads, r = c / 72, chunk = c % 72;
       const int flat = m_block * BLOCK_M + r;
       v[j] = make_uint4(0, 0, 0, 0);
-      if (c < CHUNKS && flat < p.rows_per_kv) {
-        const int s = flat / p.heads_per_kv, head = hk * p.heads_per_kv + flat % p.heads_per_kv;
-        v[j] = __ldg(reinterpret_cast<const uint4*>(q + req * p.q_batch_stride + s * p.q_token_stride + head * p.q_head_stride + chunk * 8));
-      }
+      if (c < Q_CHUNKS && flat < p.rows_per_kv) v[j] = load_q_chunk(p, req, hk, flat, chunk);
     }
 #pragma unroll
     for (int j = 0; j < BATCH; ++j) {
       const int c = base + j * threads, r = c / 72, chunk = c % 72;
-      if (c < CHUNKS) *reinterpret_cast<uint4*>(q_smem + (chunk / 8) * TILE_BYTES + sw128(r, chunk % 8)) = v[j];
+      if (c < Q_CHUNKS) *reinterpret_cast<uint4*>(q_smem + (chunk / 8) * TILE_BYTES + sw128(r, chunk % 8)) = v[j];
     }
   }
 }
@@ -83,20 +90,15 @@ __device__ __forceinline__ void load_q_dense(const DenseParams& p, uint8_t* q_sm
 // previous request to be done with sQ, and with B = 9 two trips to memory remain instead of three (B = 18,
 // one trip, spilled in seesaw_fast and seesaw). The eighth session's trace had the Q load at 8-11 k cycles
 // a request at 128 heads. Batch j0 holds the thread's chunks j0 .. j0 + B - 1 (chunk tid + j · THREADS).
-constexpr int Q_CHUNKS = 64 * 72;
 
 template <int THREADS, int B>
 __device__ __forceinline__ void load_q_batch(const DenseParams& p, uint4 (&v)[B], int j0, int req, int m_block, int hk, int tid) {
-  const uint16_t* q = static_cast<const uint16_t*>(p.q);
 #pragma unroll
   for (int j = 0; j < B; ++j) {
     const int c = tid + (j0 + j) * THREADS, r = c / 72, chunk = c % 72;
     const int flat = m_block * BLOCK_M + r;
     v[j] = make_uint4(0, 0, 0, 0);
-    if (c < Q_CHUNKS && flat < p.rows_per_kv) {
-      const int s = flat / p.heads_per_kv, head = hk * p.heads_per_kv + flat % p.heads_per_kv;
-      v[j] = __ldg(reinterpret_cast<const uint4*>(q + req * p.q_batch_stride + s * p.q_token_stride + head * p.q_head_stride + chunk * 8));
-    }
+    if (c < Q_CHUNKS && flat < p.rows_per_kv) v[j] = load_q_chunk(p, req, hk, flat, chunk);
   }
 }
 

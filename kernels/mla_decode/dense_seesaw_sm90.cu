@@ -1058,14 +1058,9 @@ static_assert(H16_SMEM_BYTES <= 232448, "fits the opt-in shared memory of an H10
 
 // Q's (at most) 16 rows of KV head hk into SW128 tiles of 16 rows; rows past rows_per_kv are zero.
 __device__ __forceinline__ void load_q_h16(const DenseParams& p, uint8_t* q_smem, int req, int hk, int tid) {
-  const uint16_t* q = static_cast<const uint16_t*>(p.q);
   for (int c = tid; c < H16_ROWS * 72; c += H16_THREADS) {
     const int r = c / 72, chunk = c % 72;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (r < p.rows_per_kv) {
-      const int s = r / p.heads_per_kv, head = hk * p.heads_per_kv + r % p.heads_per_kv;
-      v = __ldg(reinterpret_cast<const uint4*>(q + req * p.q_batch_stride + s * p.q_token_stride + head * p.q_head_stride + chunk * 8));
-    }
+    const uint4 v = r < p.rows_per_kv ? load_q_chunk(p, req, hk, r, chunk) : make_uint4(0, 0, 0, 0);
     *reinterpret_cast<uint4*>(q_smem + (chunk / 8) * H16_TILE + sw128(r, chunk % 8)) = v;
   }
 }

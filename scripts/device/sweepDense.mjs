@@ -6,6 +6,7 @@ import { flashMlaWithKvcache, getMlaMetadata, Stream, Tensor } from "../../dist/
 import { makeGpuDenseCase } from "../../dist/src/bench/makeGpuDenseCase.js";
 import { benchModules } from "../../dist/src/bench/benchModules.js";
 import { timeGpuCalls } from "../../dist/src/bench/timeGpuCalls.js";
+import { timingStats } from "../../dist/src/bench/timingStats.js";
 
 const h_q = Number(process.argv[2] ?? 16), b = Number(process.argv[3] ?? 128), kernel = process.argv[4];
 const stream = Stream.create();
@@ -17,7 +18,7 @@ for (const s_k of [64, 256, 512, 1024, 2048, 4096]) {
   const outs = sets.map(() => ({ out: Tensor.emptyDevice([b, 1, h_q, 512], "bf16", 0), lse: Tensor.emptyDevice([b, h_q, 1], "f32", 0) }));
   const calls = sets.map((gc, i) => () => void flashMlaWithKvcache({ ...gc, headDimV: 512, schedMeta: meta, stream, out: outs[i].out, lse: outs[i].lse, ...(kernel ? { kernel } : {}) }));
   const t = timeGpuCalls(calls, { stream, iters: 30, spin });
-  const med = [...t.samplesUs].sort((x, y) => x - y)[15];
+  const med = timingStats(t.samplesUs).median;
   rows.push([s_k, med]);
   console.log(`h_q ${h_q} b ${b} s_k ${s_k}: ${med.toFixed(1)} µs, ${((b * s_k * 1152) / med / 1e3).toFixed(0)} GB/s`);
   for (const o of outs) o.out.dispose(), o.lse.dispose();
