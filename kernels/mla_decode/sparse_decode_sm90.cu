@@ -79,18 +79,6 @@ __device__ long long mla_sparse_trace[MLA_TRACE][20];
 #define MLA_SPARSE_LAZY_MAX 8
 #endif
 
-// MLA_SPARSE_P_READY_MBAR (written after the tenth session's last device call, not yet run): WG0 hands P
-// and sm.scale to WG1 through an mbarrier (its 128 threads arrive, WG1 waits on the block's parity)
-// instead of the named barrier P_READY, which WG0 only arrives at: racecheck does not model that arrive
-// and reported the sm.scale hand-over once P was stored with stmatrix (docs/reliability.md §3).
-// MLA_SPARSE_STMATRIX_P: P stored with stmatrix (0.7 % faster on the H200, docs/sparse-decode.md §19).
-#ifndef MLA_SPARSE_P_READY_MBAR
-#define MLA_SPARSE_P_READY_MBAR 0
-#endif
-#ifndef MLA_SPARSE_STMATRIX_P
-#define MLA_SPARSE_STMATRIX_P 0
-#endif
-
 #ifdef MLA_ABLATE_SPARSE_CONSUMERS
 constexpr bool ABLATE_CONSUMERS = true;
 #else
@@ -112,9 +100,6 @@ struct __align__(1024) Smem {
   uint8_t valid[2][64];   // per K buffer: token holds a valid index
   uint64_t kfull[2];      // the producer's 128 threads arrive once the block is written
   uint64_t kempty[2];     // the consumers' 8 warps arrive once they no longer read the block
-#if MLA_SPARSE_P_READY_MBAR
-  uint64_t p_ready;       // WG0's 128 threads arrive once P and sm.scale of the block are written
-#endif
 };
 constexpr int SMEM_BYTES = sizeof(Smem) + 1024;
 static_assert(SMEM_BYTES <= 232448, "fits the opt-in shared memory of an H100/H200 SM");
@@ -694,20 +679,16 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
         // Sixteen 32-bit stores, not store_p's stmatrix: that measured 0.7 % faster here (sparse-v32 348.9
         // vs 352.7 µs, H200), but compute-sanitizer's racecheck then reported the sm.scale hand-over below
         // (WG0's writes, WG1's reads across P_READY: bar.arrive, which racecheck does not model, see
-        // P_FREE) where this form's build had 0 hazards. stmatrix returns once that hand-over goes
-        // through an mbarrier, as the dense kernels' sm.l did (MLA_SPARSE_P_READY_MBAR, to be measured).
-        if constexpr (MLA_SPARSE_STMATRIX_P) store_p(sm.p, a, warp_in_wg, lane);
-        else store_p_words(sm.p, a, warp_in_wg, lane);
+        // P_FREE) where this form's build had 0 hazards. stmatrix with P and sm.scale handed over through
+        // an mbarrier instead (racecheck 0 hazards) measured no faster (sparse-v32 352.5 vs 354.4 / 352.7
+        // µs, H200, docs/sparse-decode.md §19), so the hand-over stays the named barrier P_READY.
+        store_p_words(sm.p, a, warp_in_wg, lane);
         if (lane % 4 == 0) {
           sm.scale[16 * warp_in_wg + lane / 4] = scale[0];
           sm.scale[16 * warp_in_wg + lane / 4 + 8] = scale[1];
         }
         ptx::fence_proxy_async_smem();
-#if MLA_SPARSE_P_READY_MBAR
-        ptx::mbarrier_arrive(&sm.p_ready);  // release: P (after the proxy fence) and sm.scale
-#else
         ptx::named_barrier_arrive_unaligned(BAR_P_READY, CONSUMER_THREADS);
-#endif
         STRACE(it, 5);
         // (Skipping this where every row of the warp rescales by exactly 1, as seesaw_fast does, measured
         // no faster on the H200: 448.2 vs 448.6 µs at sparse-v32.)
@@ -723,12 +704,7 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
         ptx::fence_regs(o);
         STRACE(it, 7);
       } else {
-#if MLA_SPARSE_P_READY_MBAR
-        // One phase per block; WG0 cannot complete the next before this wait (it passes P_FREE first).
-        ptx::mbarrier_wait(&sm.p_ready, it & 1);
-#else
         ptx::named_barrier_sync_unaligned(BAR_P_READY, CONSUMER_THREADS);
-#endif
         STRACE(it, 9);
         const float f0 = sm.scale[16 * warp_in_wg + lane / 4], f1 = sm.scale[16 * warp_in_wg + lane / 4 + 8];
         if (MLA_SPARSE_LAZY_MAX == 0 || !__all_sync(0xFFFFFFFFu, f0 == 1.0f && f1 == 1.0f)) {
@@ -804,9 +780,6 @@ __device__ __forceinline__ void sparse_decode(const SparseParams& p) {
       ptx::mbarrier_init(&sm.kfull[s], 128 * NPROD);
       ptx::mbarrier_init(&sm.kempty[s], (XO ? 2 : 1) * CONSUMER_THREADS / 32);
     }
-#if MLA_SPARSE_P_READY_MBAR
-    ptx::mbarrier_init(&sm.p_ready, 128);
-#endif
     ptx::fence_mbarrier_init();
   }
   // The peer may arrive on these barriers and write this buffer only once they exist.
