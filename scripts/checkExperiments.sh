@@ -16,9 +16,7 @@ builds=(
   "dense_seesaw_sm90.cu -DMLA_PIPE_S0_FIRST=1 -DMLA_PIPE_QROPE_REGS=0 -DMLA_PIPE_LAZY_MAX=0 -DMLA_ABLATE_LOADS"
   "sparse_decode_sm90.cu -DMLA_TRACE=64 -DMLA_SPARSE_LAZY_MAX=0"
   "sparse_decode_sm90.cu -DMLA_TRACE=64"
-  "sparse_decode_sm90.cu -DMLA_SPARSE_P_READY_MBAR=1 -DMLA_SPARSE_STMATRIX_P=1"
-  "dense_seesaw_sm90.cu -DMLA_Q_PREFETCH=18"
-  "dense_seesaw_sm90.cu -DMLA_Q_PREFETCH=9"
+  "dense_seesaw_sm90.cu -DMLA_DENSE_Q_TMA=0"
 )
 pids=()
 for i in "${!builds[@]}"; do

@@ -85,32 +85,6 @@ __device__ __forceinline__ void load_q_dense(const DenseParams& p, uint8_t* q_sm
   }
 }
 
-// The same load in batches of B chunks per thread (MLA_Q_PREFETCH = B, written after the tenth session's
-// last device call, not yet run): the first batch is issued before the barrier that waits for the
-// previous request to be done with sQ, and with B = 9 two trips to memory remain instead of three (B = 18,
-// one trip, spilled in seesaw_fast and seesaw). The eighth session's trace had the Q load at 8-11 k cycles
-// a request at 128 heads. Batch j0 holds the thread's chunks j0 .. j0 + B - 1 (chunk tid + j · THREADS).
-
-template <int THREADS, int B>
-__device__ __forceinline__ void load_q_batch(const DenseParams& p, uint4 (&v)[B], int j0, int req, int m_block, int hk, int tid) {
-#pragma unroll
-  for (int j = 0; j < B; ++j) {
-    const int c = tid + (j0 + j) * THREADS, r = c / 72, chunk = c % 72;
-    const int flat = m_block * BLOCK_M + r;
-    v[j] = make_uint4(0, 0, 0, 0);
-    if (c < Q_CHUNKS && flat < p.rows_per_kv) v[j] = load_q_chunk(p, req, hk, flat, chunk);
-  }
-}
-
-template <int THREADS, int B>
-__device__ __forceinline__ void store_q_batch(uint8_t* q_smem, const uint4 (&v)[B], int j0, int tid) {
-#pragma unroll
-  for (int j = 0; j < B; ++j) {
-    const int c = tid + (j0 + j) * THREADS, r = c / 72, chunk = c % 72;
-    if (c < Q_CHUNKS) *reinterpret_cast<uint4*>(q_smem + (chunk / 8) * TILE_BYTES + sw128(r, chunk % 8)) = v[j];
-  }
-}
-
 // Rows [valid, 64) of a block hold tokens past the request (maybe NaN poison): zero the four V tiles
 // from `first_tile` there, since P = 0 times NaN is NaN inside the MMA. One warpgroup (128 threads).
 __device__ __forceinline__ void zero_tail_rows(uint8_t* kblock, int first_tile, int valid, int t128) {

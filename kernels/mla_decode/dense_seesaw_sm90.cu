@@ -114,13 +114,22 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 //   and latency shapes' kernels) with seesaw_pipe's lazy running max, so their warp-vote fast paths skip
 //   the rescales after the first block. H200, one call (records `…-s9a-*`): seesaw_fast dense-compute
 //   509.0 vs 531.2 µs, dense-b1 41.3 vs 42.2, dense-mem-h16 and -short-h16 within 0.3 µs.
-// MLA_Q_PREFETCH = B (seesaw_pipe): Q loaded in batches of B 16-byte chunks a thread, the first before the
-// request's barrier (load_q_batch; 0: load_q_dense after the barrier, six at a time).
-#ifndef MLA_Q_PREFETCH
-#define MLA_Q_PREFETCH 0
-#endif
 #ifndef MLA_FAST_LAZY_MAX
 #define MLA_FAST_LAZY_MAX 8
+#endif
+
+// MLA_DENSE_Q_TMA (default 1; 0 = every request's Q by ld.global, the tenth session's form): where the host
+//   encoded p.tmap_q (p.q_tma), Q comes by TMA as nine SW128 boxes on sm.q_full, and the first request's
+//   Q is issued before the first K blocks. The eleventh session's trace (`…-trace-11-16a74c0.txt`) had
+//   CTA 0's first Q load (synchronous ld.global, issued just after 147 KB of K TMA per SM) take 10.2 k
+//   cycles at dense-short-h16 (5.7 µs of a 42 µs kernel), 10.1 k at -mem-h16, 8.4 k at -b1, 15.2 k and
+//   8.5 k per request at dense-compute: Q waited behind every SM's first K blocks.
+//   H200, one call (records `…-exp11b-*`), against ld.global: dense-short-h16 47.2 vs 50.5 µs, -mem-h16
+//   296.9 vs 299.6, -mem-h64 303.9 vs 308.8, -b1 34.1 vs 38.6, -uneven 36.5 vs 41.8, -compute 484.4 vs
+//   491.1, -mtp 877.7 vs 888.6. Measured and not kept: issuing a later request's Q at the end of the
+//   previous request's last pair (under its epilogue) instead of at its top: -compute 491.6, -mtp 887.3.
+#ifndef MLA_DENSE_Q_TMA
+#define MLA_DENSE_Q_TMA 1
 #endif
 
 // MLA_PIPE_S0_FIRST (a timing experiment): W1 queues each Q·K1ᵀ only once W0 has queued all of its
@@ -193,6 +202,7 @@ struct __align__(1024) Smem {
   uint64_t l_ready;
   uint64_t qk0_issued;  // one arrival per W0 warp per pair (MLA_DENSE_QK0_FIRST)
   uint64_t pv0r_issued;  // seesaw_pipe: one arrival per W1 warp per pair once it queued sP0·V0R
+  uint64_t q_full;       // q_by_tma: the request's nine Q boxes landed (one arrival with their bytes)
 };
 constexpr int SMEM_BYTES = sizeof(Smem) + 1024;
 static_assert(SMEM_BYTES <= 232448, "fits the opt-in shared memory of an H100/H200 SM");
@@ -496,6 +506,16 @@ __device__ __forceinline__ Pair next_pair(const DenseParams& p, const SchedMeta&
   return with_phys(p, {req, 0, piece_end(p, meta, req), {}});
 }
 
+// Issues the TMA of request req's m-block of Q (64 flattened rows of KV head hk) into sQ: nine SW128 boxes
+// of 64 rows x 64 dims, the layout load_q_dense writes. A box spans one token's heads (heads_per_kv a
+// multiple of 64) or 64 / heads_per_kv tokens; rows past s_q are out of the tensor, so zero.
+__device__ __forceinline__ void load_q_tma(const DenseParams& p, Smem& sm, int req, int m_block, int hk) {
+  const int flat = m_block * BLOCK_M;
+  ptx::mbarrier_arrive_expect_tx(&sm.q_full, NUM_TILES * TILE_BYTES);
+  for (int t = 0; t < NUM_TILES; ++t)
+    ptx::tma_load_5d(sm.q + t * TILE_BYTES, &p.tmap_q, &sm.q_full, t * 64, flat % p.heads_per_kv, hk, flat / p.heads_per_kv, req);
+}
+
 // Issues TMA loads of tiles [t_begin, t_end) of the pair's block `stage` into K buffer `stage`.
 __device__ __forceinline__ void load_tiles(const DenseParams& p, Smem& sm, const Pair& pr, int stage, int t_begin, int t_end, int hk, uint64_t policy, bool first = false) {
   if (pr.end_blk == 0) return;  // no next pair
@@ -581,6 +601,8 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
   // mbarriers, each completed once per iteration (group) or per use (sync).
   uint32_t wg_sync_phase = 0;
   uint32_t l_phase = 0;  // parity of sm.l_ready, flips once per request
+  uint32_t q_phase = 0;  // parity of sm.q_full, flips once per request (q_by_tma)
+  const bool q_by_tma = MLA_DENSE_Q_TMA && p.q_tma;
 #ifdef MLA_TRACE
   const bool trace_cta = (blockIdx.x | blockIdx.y | blockIdx.z) == 0;
   int trace_pair = trace_cta ? 0 : MLA_TRACE, trace_req = 0;
@@ -623,23 +645,21 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     const bool is_split = (req == meta.begin_req_idx && meta.is_first_req_splitted) || (req == meta.end_req_idx && meta.is_last_req_splitted);
 
     TRACE_REQ(0);
-    if constexpr (PIPE && MLA_Q_PREFETCH > 0) {  // (seesaw_fast and seesaw spill with it)
-      constexpr int B = MLA_Q_PREFETCH > 0 ? MLA_Q_PREFETCH : 1, PER_THREAD = (Q_CHUNKS + CONSUMER_THREADS - 1) / CONSUMER_THREADS;
-      uint4 qv[B];
-      load_q_batch<CONSUMER_THREADS, B>(p, qv, 0, req, m_block, hk, tid);
-      ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);  // the previous request is done with sQ and sm.l
-      store_q_batch<CONSUMER_THREADS, B>(sm.q, qv, 0, tid);
-#pragma unroll 1  // one batch in registers at a time
-      for (int j0 = B; j0 < PER_THREAD; j0 += B) {
-        load_q_batch<CONSUMER_THREADS, B>(p, qv, j0, req, m_block, hk, tid);
-        store_q_batch<CONSUMER_THREADS, B>(sm.q, qv, j0, tid);
+    if (q_by_tma) {
+      // The first request's Q was issued with the first K blocks (dense_seesaw); a later one once the
+      // previous request is done with sQ and sm.l.
+      if (req != meta.begin_req_idx) {
+        ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);
+        if (tid == 0) load_q_tma(p, sm, req, m_block, hk);
       }
+      ptx::mbarrier_wait(&sm.q_full, q_phase);
+      q_phase ^= 1;
     } else {
       ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);  // the previous request is done with sQ and sm.l
       load_q_dense(p, sm.q, req, m_block, hk, tid, CONSUMER_THREADS);
+      ptx::fence_proxy_async_smem();
+      ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);
     }
-    ptx::fence_proxy_async_smem();
-    ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);
     TRACE_REQ(1);
 
     // Keys a row may see in this piece: its causal/length limit, and never past the piece's last block
@@ -976,7 +996,10 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
     ptx::mbarrier_init(&sm.l_ready, CONSUMER_THREADS);
     ptx::mbarrier_init(&sm.qk0_issued, 4);
     if constexpr (PIPE) ptx::mbarrier_init(&sm.pv0r_issued, 4);
+    ptx::mbarrier_init(&sm.q_full, 1);
     ptx::fence_mbarrier_init();
+    // Q first: issued behind every SM's first K blocks it waited for them (MLA_DENSE_Q_TMA).
+    if (MLA_DENSE_Q_TMA && p.q_tma) load_q_tma(p, sm, meta.begin_req_idx, blockIdx.x, blockIdx.y);
     ptx::prefetch_tensormap(&p.tmap_kv);
     // The first pair of blocks; afterwards each warpgroup refills what it frees.
     const Pair first = with_phys(p, {meta.begin_req_idx, meta.begin_block_idx, piece_end(p, meta, meta.begin_req_idx), {}});
@@ -992,6 +1015,9 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
 #ifdef MLA_TRACE
   if (threadIdx.x == 0 && trace_cta_id < 1024) mla_trace_cta[trace_cta_id][1] = ptx::globaltimer();
 #endif
+  // At the end, not after the setup: with the combine's CTAs launched early (parked in griddepcontrol.wait
+  // on the SMs the main grid left free) every latency case was slower on the H200 (`…-exp11c-*`, -b1 36.4
+  // vs 34.0 µs, -uneven 40.9 vs 36.5, -short-h16 49.3 vs 47.4; the sparse cases unchanged).
   ptx::pdl_launch_dependents();
   if constexpr (MC) ptx::cluster_sync();
 }

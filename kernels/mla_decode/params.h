@@ -54,6 +54,7 @@ enum : int { ERR_NONE = 0, ERR_NEGATIVE_LENGTH = 1, ERR_LENGTH_PAST_TABLE = 2, E
 // (request, KV head); grid (num_m_blocks, h_kv, num_sm_parts).
 struct alignas(128) DenseParams {
   CUtensorMap tmap_kv;         // paged cache [num_blocks, 64, h_kv, 576] (bf16|fp16), boxes of 64x64 SW128
+  CUtensorMap tmap_q;          // q_tma only: q as {576, heads_per_kv, h_kv, s_q, b}, boxes of one m-block's 64 rows x 64 dims, SW128
   const void* q;               // [b, s_q, h_q, 576], last dim contiguous
   void* out;                   // [b, s_q, h_q, 512] contiguous, q's dtype
   float* lse;                  // [b, h_q, s_q] contiguous, natural log
@@ -81,7 +82,7 @@ struct alignas(128) DenseParams {
   int causal;
   float softmax_scale;
   float scale_log2;            // softmax_scale * log2(e)
-  int pad0;
+  int q_tma;                   // 1: tmap_q is valid (heads_per_kv divides 64 or is a multiple of it, strides TMA can take)
 };
 
 // Sparse FP8 decode (DeepSeek Sparse Attention, V32 cache). One CTA = 64 query heads of one query token
@@ -191,10 +192,10 @@ struct SparseRefParams {
 
 // Layout tables read by the host at module load: {sizeof, offsetof(field)...} in declaration order.
 #define MLA_OFFSETS_DENSE(T, M)                                                                           \
-  M(T, tmap_kv) M(T, q) M(T, out) M(T, lse) M(T, o_accum) M(T, lse_accum) M(T, block_table) M(T, cache_seqlens) M(T, sched_meta)      \
+  M(T, tmap_kv) M(T, tmap_q) M(T, q) M(T, out) M(T, lse) M(T, o_accum) M(T, lse_accum) M(T, block_table) M(T, cache_seqlens) M(T, sched_meta)      \
   M(T, num_splits) M(T, errors) M(T, q_batch_stride) M(T, q_token_stride) M(T, q_head_stride) M(T, block_table_stride) M(T, b) M(T, s_q)     \
   M(T, h_q) M(T, h_kv) M(T, heads_per_kv) M(T, rows_per_kv) M(T, num_m_blocks) M(T, max_blocks_per_seq) M(T, num_sm_parts)     \
-  M(T, num_blocks) M(T, causal) M(T, softmax_scale) M(T, scale_log2)
+  M(T, num_blocks) M(T, causal) M(T, softmax_scale) M(T, scale_log2) M(T, q_tma)
 #define MLA_OFFSETS_COMBINE(T, M)                                                                         \
   M(T, o_accum) M(T, lse_accum) M(T, num_splits) M(T, out) M(T, lse) M(T, attn_sink) M(T, b) M(T, s_q) M(T, h_q) M(T, h_kv)              \
   M(T, heads_per_kv) M(T, rows_per_kv) M(T, num_split_slots) M(T, rows_per_cta)

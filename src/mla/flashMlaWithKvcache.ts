@@ -193,6 +193,31 @@ function initSchedMeta(meta: MlaSchedMeta, config: MlaSchedConfig, shape: DenseS
 }
 
 /**
+ * The seesaw kernels' TMA view of q: {576 dims, heads_per_kv, h_kv, s_q, b}, one box = one m-block (64
+ * flattened rows of one KV head) x 64 dims. A box holds whole tokens' heads, so heads_per_kv must divide
+ * 64 or be a multiple of it; otherwise undefined and the kernel loads Q with ld.global. (q's strides are
+ * multiples of 8 elements, as validateDenseArgs checks, so 16-byte multiples as TMA needs.)
+ */
+function encodeQTensorMap(q: Tensor, shape: DenseShape, heads_per_kv: number, ordinal: number): Uint8Array | undefined {
+  if (heads_per_kv % BLOCK_M !== 0 && BLOCK_M % heads_per_kv !== 0) return undefined;
+  const es = q.elementSize;
+  const globalDim = [D_QK, heads_per_kv, shape.h_kv, shape.s_q, shape.b];
+  const strides = [q.strides[2], heads_per_kv * q.strides[2], q.strides[1], q.strides[0]].map((s) => s * es);
+  // An extent-1 dimension's stride is never followed (a view may carry 0 there): give TMA a dense one.
+  for (let i = 0; i < strides.length; i++) if (globalDim[i + 1] === 1) strides[i] = i === 0 ? D_QK * es : strides[i - 1] * globalDim[i];
+  if (strides.some((s) => s <= 0 || s % 16 !== 0 || s >= 2 ** 40)) return undefined;
+  return TensorMap.encodeTiled({
+    dataType: q.dtype === "bf16" ? "bf16" : "fp16",
+    globalAddress: q.ptr,
+    globalDim,
+    globalStrides: strides,
+    boxDim: [64, Math.min(heads_per_kv, BLOCK_M), 1, Math.max(1, BLOCK_M / heads_per_kv), 1],
+    swizzle: "128B",
+    deviceOrdinal: ordinal,
+  });
+}
+
+/**
  * MLA decode attention over a paged latent KV cache on a Hopper GPU (FlashMLA's flash_mla_with_kvcache):
  * split-KV main kernel over SM parts from the tile scheduler, then the log-sum-exp combine (launched
  * with programmatic dependent launch). Everything is enqueued on `stream`; nothing syncs with the host.
@@ -236,11 +261,15 @@ export function flashMlaWithKvcache(args: FlashMlaWithKvcacheArgs): FlashMlaResu
     globalStrides: [kCache.strides[2] * es, kCache.strides[1] * es, kCache.strides[0] * es],
     boxDim: [64, 1, DENSE_PAGE_BLOCK_SIZE, 1],
     swizzle: "128B",
-    l2Promotion: "256B",
+    // A box row is 128 bytes of one token (rows 1152 bytes apart). H200, one call (`…-exp11c-l2-*`): dense-mem-h16
+    // 287.4 µs with 128-byte L2 promotion, 288.0 with none, 296.9 with 256 bytes; the other cases within 0.4 %.
+    l2Promotion: "128B",
     deviceOrdinal: ordinal,
   });
+  const qMap = encodeQTensorMap(q, shape, heads_per_kv, ordinal);
   const params = DenseParamsStruct.pack({
     tmap_kv: tmap,
+    tmap_q: qMap ?? new Uint8Array(128),
     q: q.ptr,
     out: out.ptr,
     lse: lse.ptr,
@@ -268,7 +297,7 @@ export function flashMlaWithKvcache(args: FlashMlaWithKvcacheArgs): FlashMlaResu
     causal: shape.causal ? 1 : 0,
     softmax_scale: shape.softmax_scale,
     scale_log2: shape.softmax_scale * Math.LOG2E,
-    pad0: 0,
+    q_tma: qMap === undefined ? 0 : 1,
   });
   const grid: [number, number, number] = [num_m_blocks, shape.h_kv, meta.numSmParts];
   const kernel = args.kernel ?? defaultDenseKernel(shape.b, rows_per_kv);

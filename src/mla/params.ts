@@ -20,6 +20,7 @@ export const DenseParamsStruct = new CStruct(
   "DenseParams",
   [
     ["tmap_kv", "tmap"],
+    ["tmap_q", "tmap"],
     ["q", "ptr"],
     ["out", "ptr"],
     ["lse", "ptr"],
@@ -47,7 +48,7 @@ export const DenseParamsStruct = new CStruct(
     ["causal", "i32"],
     ["softmax_scale", "f32"],
     ["scale_log2", "f32"],
-    ["pad0", "i32"],
+    ["q_tma", "i32"],
   ] as const,
   128,
 );
