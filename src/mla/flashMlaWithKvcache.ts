@@ -192,29 +192,36 @@ function initSchedMeta(meta: MlaSchedMeta, config: MlaSchedConfig, shape: DenseS
   meta.config = config;
 }
 
+/** The tensor-map geometry of {@link denseQTensorMapView}: what TensorMap.encodeTiled takes. */
+export interface DenseQTensorMapView {
+  globalDim: number[];
+  globalStrides: number[];
+  boxDim: number[];
+}
+
 /**
- * The seesaw kernels' TMA view of q: {576 dims, heads_per_kv, h_kv, s_q, b}, one box = one m-block (64
- * flattened rows of one KV head) x 64 dims. A box holds whole tokens' heads, so heads_per_kv must divide
- * 64 or be a multiple of it; otherwise undefined and the kernel loads Q with ld.global. (q's strides are
- * multiples of 8 elements, as validateDenseArgs checks, so 16-byte multiples as TMA needs.)
+ * The seesaw kernels' TMA view of q (DenseParams.tmap_q): {576 dims, heads_per_kv, h_kv, s_q, b}, one box =
+ * one m-block (64 flattened rows of one KV head) x 64 dims, landing as the nine SW128 tiles the kernel's
+ * ld.global path writes. A box holds whole tokens' heads, so heads_per_kv must divide 64 or be a multiple
+ * of it; otherwise (or with strides TMA cannot take) undefined, and the kernel loads Q with ld.global.
+ * `qStrides` are q's element strides [b, s_q, h_q, d].
  */
-function encodeQTensorMap(q: Tensor, shape: DenseShape, heads_per_kv: number, ordinal: number): Uint8Array | undefined {
+export function denseQTensorMapView(shape: { b: number; s_q: number; h_kv: number }, heads_per_kv: number, qStrides: readonly number[], elementSize: number): DenseQTensorMapView | undefined {
   if (heads_per_kv % BLOCK_M !== 0 && BLOCK_M % heads_per_kv !== 0) return undefined;
-  const es = q.elementSize;
   const globalDim = [D_QK, heads_per_kv, shape.h_kv, shape.s_q, shape.b];
-  const strides = [q.strides[2], heads_per_kv * q.strides[2], q.strides[1], q.strides[0]].map((s) => s * es);
+  const globalStrides = [qStrides[2], heads_per_kv * qStrides[2], qStrides[1], qStrides[0]].map((s) => s * elementSize);
   // An extent-1 dimension's stride is never followed (a view may carry 0 there): give TMA a dense one.
-  for (let i = 0; i < strides.length; i++) if (globalDim[i + 1] === 1) strides[i] = i === 0 ? D_QK * es : strides[i - 1] * globalDim[i];
-  if (strides.some((s) => s <= 0 || s % 16 !== 0 || s >= 2 ** 40)) return undefined;
-  return TensorMap.encodeTiled({
-    dataType: q.dtype === "bf16" ? "bf16" : "fp16",
-    globalAddress: q.ptr,
-    globalDim,
-    globalStrides: strides,
-    boxDim: [64, Math.min(heads_per_kv, BLOCK_M), 1, Math.max(1, BLOCK_M / heads_per_kv), 1],
-    swizzle: "128B",
-    deviceOrdinal: ordinal,
-  });
+  for (let i = 0; i < globalStrides.length; i++) {
+    if (globalDim[i + 1] === 1) globalStrides[i] = i === 0 ? D_QK * elementSize : globalStrides[i - 1] * globalDim[i];
+  }
+  if (globalStrides.some((s) => s <= 0 || s % 16 !== 0 || s >= 2 ** 40)) return undefined;
+  return { globalDim, globalStrides, boxDim: [64, Math.min(heads_per_kv, BLOCK_M), 1, Math.max(1, BLOCK_M / heads_per_kv), 1] };
+}
+
+function encodeQTensorMap(q: Tensor, shape: DenseShape, heads_per_kv: number, ordinal: number): Uint8Array | undefined {
+  const view = denseQTensorMapView(shape, heads_per_kv, q.strides, q.elementSize);
+  if (view === undefined) return undefined;
+  return TensorMap.encodeTiled({ dataType: q.dtype === "bf16" ? "bf16" : "fp16", globalAddress: q.ptr, ...view, swizzle: "128B", deviceOrdinal: ordinal });
 }
 
 /**
