@@ -17,6 +17,7 @@ builds=(
   "sparse_decode_sm90.cu -DMLA_TRACE=64 -DMLA_SPARSE_LAZY_MAX=0"
   "sparse_decode_sm90.cu -DMLA_TRACE=64"
   "dense_seesaw_sm90.cu -DMLA_DENSE_Q_TMA=0"
+  "dense_seesaw_sm90.cu -DMLA_DENSE_STORE16=1"
 )
 pids=()
 for i in "${!builds[@]}"; do

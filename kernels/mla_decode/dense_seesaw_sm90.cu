@@ -132,6 +132,16 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 #define MLA_DENSE_Q_TMA 1
 #endif
 
+// MLA_DENSE_STORE16 (written after the eleventh session's last device call, compile-checked, not yet run):
+//   the epilogue writes O with 16-byte stores. A quad holds 8 consecutive columns of its row per
+//   accumulator group; a 4 x 4 transpose inside the quad (two rounds of xor-shuffles) gives each lane 8
+//   consecutive bf16 (one st.global.v4 instead of four 32-bit stores), and for fp32 partials a swap with
+//   the neighbour lane gives 4 consecutive floats (one v4 instead of two v2). The trace had the l exchange
+//   + store at 9.8 k cycles of dense-b1's 42 k (fp32 partials) and 9-11 k a request at dense-compute.
+#ifndef MLA_DENSE_STORE16
+#define MLA_DENSE_STORE16 0
+#endif
+
 // MLA_PIPE_S0_FIRST (a timing experiment): W1 queues each Q·K1ᵀ only once W0 has queued all of its
 //   Q·K0ᵀ (mbarrier qk0_issued, one arrival per W0 warp), so S0 completes a whole Q·Kᵀ ahead of S1 and
 //   W0's softmax runs while the tensor pipe computes S1. The trace (MLA_TRACE, eighth session) showed the
@@ -449,24 +459,69 @@ __device__ __forceinline__ void store_out(const DenseParams& p, float (&o)[128],
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int flat = m_block * BLOCK_M + 16 * warp_in_wg + lane / 4 + 8 * half;
-    if (flat >= p.rows_per_kv) continue;
+    // MLA_DENSE_STORE16 shuffles across the warp: every lane runs it, rows past the end only do not store.
+    const bool row_ok = flat < p.rows_per_kv;
+    if (!MLA_DENSE_STORE16 && !row_ok) continue;
     const int s = flat / p.heads_per_kv, head = hk * p.heads_per_kv + flat % p.heads_per_kv;
     const bool empty = L[half] == 0.0f;  // a NaN L propagates (see dense_decode_sm90.cu)
     const float inv = empty ? 0.0f : 1.0f / L[half];
     if (!is_split) {
       uint16_t* out = static_cast<uint16_t*>(p.out) + ((static_cast<long long>(req) * p.s_q + s) * p.h_q + head) * D_V;
+      if constexpr (MLA_DENSE_STORE16) {
+        // Group g: accumulator column groups c = 4g .. 4g + 3 (columns 8c + 2·(lane % 4) + {0, 1}); after
+        // the transpose lane t holds the four words of column group 4g + t.
+        const bool t0 = lane & 1, t1 = lane & 2;
 #pragma unroll
-      for (int i = 2 * half; i < 128; i += 4)
-        *reinterpret_cast<uint32_t*>(out + wg * 256 + 8 * (i >> 2) + 2 * (lane % 4)) = ptx::pack2<T>(o[i] * inv, o[i + 1] * inv);
-      if (wg == 0 && lane % 4 == 0)
+        for (int g = 0; g < 8; ++g) {
+          uint32_t w[4];
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int i = 16 * g + 4 * j + 2 * half;
+            w[j] = ptx::pack2<T>(o[i] * inv, o[i + 1] * inv);
+          }
+          // Round 1 swaps index bit 0 with lane bit 0, round 2 index bit 1 with lane bit 1.
+#pragma unroll
+          for (int j1 = 0; j1 < 2; ++j1) {
+            const uint32_t got = __shfl_xor_sync(0xFFFFFFFFu, t0 ? w[2 * j1] : w[2 * j1 + 1], 1);
+            if (t0) w[2 * j1] = got;
+            else w[2 * j1 + 1] = got;
+          }
+#pragma unroll
+          for (int j0 = 0; j0 < 2; ++j0) {
+            const uint32_t got = __shfl_xor_sync(0xFFFFFFFFu, t1 ? w[j0] : w[2 + j0], 2);
+            if (t1) w[j0] = got;
+            else w[2 + j0] = got;
+          }
+          if (row_ok) *reinterpret_cast<uint4*>(out + wg * 256 + 8 * (4 * g + lane % 4)) = make_uint4(w[0], w[1], w[2], w[3]);
+        }
+      } else {
+#pragma unroll
+        for (int i = 2 * half; i < 128; i += 4)
+          *reinterpret_cast<uint32_t*>(out + wg * 256 + 8 * (i >> 2) + 2 * (lane % 4)) = ptx::pack2<T>(o[i] * inv, o[i + 1] * inv);
+      }
+      if (wg == 0 && lane % 4 == 0 && row_ok)
         p.lse[(static_cast<long long>(req) * p.h_q + head) * p.s_q + s] = empty ? INFINITY : (__log2f(L[half]) + m[half]) * LN2;
     } else {
       const long long row = (static_cast<long long>(slot) * p.h_kv + hk) * p.rows_per_kv + flat;
       float* oa = p.o_accum + row * D_V;
+      if constexpr (MLA_DENSE_STORE16) {
+        // Column groups c = 2u, 2u + 1: lane t keeps group 2u + t0's pair and takes its neighbour's, the
+        // four floats 8c + 4·t1 .. + 3.
+        const bool t0 = lane & 1;
 #pragma unroll
-      for (int i = 2 * half; i < 128; i += 4)
-        *reinterpret_cast<float2*>(oa + wg * 256 + 8 * (i >> 2) + 2 * (lane % 4)) = make_float2(o[i] * inv, o[i + 1] * inv);
-      if (wg == 0 && lane % 4 == 0) p.lse_accum[row] = empty ? -INFINITY : __log2f(L[half]) + m[half];
+        for (int u = 0; u < 16; ++u) {
+          const int ia = 8 * u + 2 * half, ib = ia + 4;  // o indices of groups 2u and 2u + 1
+          const float a0 = o[ia] * inv, a1 = o[ia + 1] * inv, b0 = o[ib] * inv, b1 = o[ib + 1] * inv;
+          const float g0 = __shfl_xor_sync(0xFFFFFFFFu, t0 ? a0 : b0, 1), g1 = __shfl_xor_sync(0xFFFFFFFFu, t0 ? a1 : b1, 1);
+          const float4 v = t0 ? make_float4(g0, g1, b0, b1) : make_float4(a0, a1, g0, g1);
+          if (row_ok) *reinterpret_cast<float4*>(oa + wg * 256 + 8 * (2 * u + (lane & 1)) + 4 * ((lane >> 1) & 1)) = v;
+        }
+      } else {
+#pragma unroll
+        for (int i = 2 * half; i < 128; i += 4)
+          *reinterpret_cast<float2*>(oa + wg * 256 + 8 * (i >> 2) + 2 * (lane % 4)) = make_float2(o[i] * inv, o[i + 1] * inv);
+      }
+      if (wg == 0 && lane % 4 == 0 && row_ok) p.lse_accum[row] = empty ? -INFINITY : __log2f(L[half]) + m[half];
     }
   }
 }
