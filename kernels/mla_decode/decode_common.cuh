@@ -210,4 +210,115 @@ __device__ __forceinline__ void qk_block(float (&s)[32], uint32_t q_base, uint32
   ptx::fence_regs(s);
 }
 
+
+// ---- tokens as wgmma's M and at most 16 query rows as N (the h16 kernels, dense and sparse) ----------
+// One warpgroup. Accumulator element e of an m64n16 tile: row (token) 16·warp + lane/4 + 8·((e>>1)&1),
+// column (query row) 8·(e>>2) + 2·(lane%4) + (e&1). A thread holds 4 columns, j = 2·(e>>2) + (e&1), in 2
+// rows. Q is 9 SW128 tiles of 16 rows (2 KB each), Pᵀ one tile of 16 rows x 64 tokens.
+constexpr int H16_ROWS = 16;
+constexpr int H16_TILE = H16_ROWS * 128;
+__device__ __forceinline__ int h16_col(int lane, int j) { return 8 * (j >> 1) + 2 * (lane % 4) + (j & 1); }
+__device__ __forceinline__ int h16_j(int e) { return 2 * (e >> 2) + (e & 1); }
+__device__ __forceinline__ int h16_row(int warp, int lane, int e) { return 16 * warp + lane / 4 + 8 * ((e >> 1) & 1); }
+
+// A request's start: Oᵀ = 0, m = M_INIT, l = 0.
+__device__ __forceinline__ void h16_init(float (&ot)[8][8], float (&m)[4], float (&l)[4]) {
+#pragma unroll
+  for (int mb = 0; mb < 8; ++mb)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) ot[mb][e] = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) m[j] = M_INIT, l[j] = 0.0f;
+}
+
+// Sᵀ = K·Qᵀ for the 64 tokens of the block at k_base, waited for.
+template <typename T>
+__device__ __forceinline__ void h16_qk(float (&st)[8], uint32_t k_base, uint32_t q_base) {
+#pragma unroll
+  for (int e = 0; e < 8; ++e) st[e] = 0.0f;
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int t = 0; t < NUM_TILES; ++t)
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      ptx::wgmma_m64n16k16_ss<T, 0>(st, ptx::smem_desc_sw128(k_base + t * TILE_BYTES + kk * 32, 16, 1024),
+                                    ptx::smem_desc_sw128(q_base + t * H16_TILE + kk * 32, 16, 1024), t != 0 || kk != 0);
+  ptx::wgmma_commit();
+  ptx::wgmma_wait<0>();
+  ptx::fence_regs(st);
+}
+
+// v[j] combined (op) over the warpgroup's 64 rows of column h16_col(lane, j): the thread's, the warp's
+// 8 row groups (lanes of equal lane % 4), then the 4 warps through red (named barrier `bar`, 128 threads).
+template <typename Op>
+__device__ __forceinline__ void h16_col_reduce(float (&v)[4], float (&red)[4][H16_ROWS], int warp, int lane, uint32_t bar, Op op) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    v[j] = op(v[j], __shfl_xor_sync(0xFFFFFFFFu, v[j], 4));
+    v[j] = op(v[j], __shfl_xor_sync(0xFFFFFFFFu, v[j], 8));
+    v[j] = op(v[j], __shfl_xor_sync(0xFFFFFFFFu, v[j], 16));
+    if (lane < 4) red[warp][h16_col(lane, j)] = v[j];
+  }
+  ptx::named_barrier_sync(bar, 128);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int c = h16_col(lane, j);
+    v[j] = op(op(red[0][c], red[1][c]), op(red[2][c], red[3][c]));
+  }
+}
+
+// The online-softmax step on a masked, log2-scaled Sᵀ block (mx: see below): the new column maxima (moved only by a rise
+// of more than TAU, the lazy running max, if TAU > 0), Pᵀ = 2^(Sᵀ - m) in st, l and Oᵀ rescaled.
+// mx: the thread's own column maxima of st (taken while masking).
+template <int TAU>
+__device__ __forceinline__ void h16_softmax(float (&st)[8], float (&mx)[4], float (&m)[4], float (&l)[4], float (&ot)[8][8], float (&red)[4][H16_ROWS],
+                                            int warp, int lane, uint32_t bar) {
+  h16_col_reduce(mx, red, warp, lane, bar, [](float a, float b) { return fmaxf(a, b); });
+  float scale[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float m_new = TAU > 0 ? (mx[j] > m[j] + float(TAU) ? mx[j] : m[j]) : fmaxf(m[j], mx[j]);
+    scale[j] = ptx::exp2_approx(m[j] - m_new);
+    m[j] = m_new;
+    l[j] *= scale[j];
+  }
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    st[e] = ptx::exp2_approx(st[e] - m[h16_j(e)]);
+    l[h16_j(e)] += st[e];
+  }
+  if (!__all_sync(0xFFFFFFFFu, scale[0] == 1.0f && scale[1] == 1.0f && scale[2] == 1.0f && scale[3] == 1.0f)) {
+#pragma unroll
+    for (int mb = 0; mb < 8; ++mb)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) ot[mb][e] *= scale[h16_j(e)];
+  }
+}
+
+// Pᵀ into its SW128 tile (as in wgmma_probe_sm90.cu): register x holds elements 2x, 2x+1, the 8x8 matrix
+// of tokens 16·warp + 8·(x&1) + 0..7 and rows 8·(x>>1) + 0..7; .trans stores its column i as the tile row
+// of query row 8·(x>>1) + i, in 16-byte chunk 2·warp + (x&1). Then Oᵀ += Vᵀ·Pᵀ (V: the block's tiles
+// 0-7 read transposed), waited for, once every warp stored its part (named barrier `bar`).
+template <typename T>
+__device__ __forceinline__ void h16_pv(float (&ot)[8][8], const float (&st)[8], uint32_t k_base, uint32_t pt_base, int warp, int lane, uint32_t bar) {
+  {
+    const int g = lane / 8, r = 8 * (g >> 1) + lane % 8, chunk = 2 * warp + (g & 1);
+    ptx::stmatrix_x4_trans(pt_base + r * 128 + ((chunk ^ (r & 7)) << 4), ptx::pack2<T>(st[0], st[1]), ptx::pack2<T>(st[2], st[3]),
+                           ptx::pack2<T>(st[4], st[5]), ptx::pack2<T>(st[6], st[7]));
+  }
+  ptx::fence_proxy_async_smem();
+  ptx::named_barrier_sync(bar, 128);
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int mb = 0; mb < 8; ++mb)
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      ptx::wgmma_m64n16k16_ss<T, 1>(ot[mb], ptx::smem_desc_sw128(k_base + mb * TILE_BYTES + kk * 2048, TILE_BYTES, 1024),
+                                    ptx::smem_desc_sw128(pt_base + kk * 32, 16, 1024), 1);
+  ptx::wgmma_commit();
+  ptx::wgmma_wait<0>();
+#pragma unroll
+  for (int mb = 0; mb < 8; ++mb) ptx::fence_regs(ot[mb]);
+}
+
 }  // namespace mla

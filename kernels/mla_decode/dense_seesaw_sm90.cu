@@ -1123,8 +1123,6 @@ extern "C" __device__ const int mla_dense_seesaw_smem_bytes = SMEM_BYTES;
 namespace {
 using namespace mla;
 
-constexpr int H16_ROWS = 16;
-constexpr int H16_TILE = H16_ROWS * 128;  // 16 rows x 64 dims (or tokens) x 2 B, SW128
 constexpr int H16_THREADS = 128;
 
 struct __align__(1024) SmemH16 {
@@ -1182,11 +1180,10 @@ __device__ __forceinline__ void dense_h16(const DenseParams& p) {
   ahead = advance(advance(ahead));
   __syncthreads();
 
-  // Accumulator element e (m64n16): row (token) 16·warp + lane/4 + 8·((e>>1)&1), column (query row)
-  // 8·(e>>2) + 2·(lane%4) + (e&1). A thread holds 4 columns, j = 2·(e>>2) + (e&1), in 2 rows.
-  auto col_of_j = [&](int j) { return 8 * (j >> 1) + 2 * (lane % 4) + (j & 1); };
-  auto j_of = [](int e) { return 2 * (e >> 2) + (e & 1); };
-  auto row_of = [&](int e) { return 16 * warp + lane / 4 + 8 * ((e >> 1) & 1); };
+  // The accumulator layout: decode_common.cuh (h16_col, h16_j, h16_row).
+  auto col_of_j = [&](int j) { return h16_col(lane, j); };
+  auto j_of = [](int e) { return h16_j(e); };
+  auto row_of = [&](int e) { return h16_row(warp, lane, e); };
   const uint32_t q_base = ptx::smem_addr(sm.q), pt_base = ptx::smem_addr(sm.pt);
   const float sc = p.scale_log2;
   int it = 0;
@@ -1203,12 +1200,7 @@ __device__ __forceinline__ void dense_h16(const DenseParams& p) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) limit[j] = min(dense_row_limit(p, col_of_j(j), seqlen), end_blk * BLOCK_N);
     float ot[8][8], m[4], l[4];
-#pragma unroll
-    for (int mb = 0; mb < 8; ++mb)
-#pragma unroll
-      for (int e = 0; e < 8; ++e) ot[mb][e] = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) m[j] = M_INIT, l[j] = 0.0f;
+    h16_init(ot, m, l);
 
     for (int blk = start_blk; blk < end_blk; ++blk, ++it) {
       const int stage = it & 1;
@@ -1221,81 +1213,19 @@ __device__ __forceinline__ void dense_h16(const DenseParams& p) {
       }
       const uint32_t k_base = ptx::smem_addr(sm.k[stage]);
       float st[8];
-#pragma unroll
-      for (int e = 0; e < 8; ++e) st[e] = 0.0f;
-      ptx::wgmma_fence();
-#pragma unroll
-      for (int t = 0; t < NUM_TILES; ++t)
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-          ptx::wgmma_m64n16k16_ss<T, 0>(st, ptx::smem_desc_sw128(k_base + t * TILE_BYTES + kk * 32, 16, 1024),
-                                        ptx::smem_desc_sw128(q_base + t * H16_TILE + kk * 32, 16, 1024), t != 0 || kk != 0);
-      ptx::wgmma_commit();
-      ptx::wgmma_wait<0>();
-      ptx::fence_regs(st);
-
-      // Mask and scale to the log2 domain; each column's max over the block: the thread's 2 rows, the
-      // warp's 8 row groups (lanes of equal lane % 4), then the 4 warps through shared memory.
+      h16_qk<T>(st, k_base, q_base);
+      // Mask and scale to the log2 domain, with each column's max over the thread's rows.
       float mx[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) mx[j] = MASKED;
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
-        const int j = j_of(e);
-        st[e] = blk * BLOCK_N + row_of(e) < limit[j] ? st[e] * sc : MASKED;
+        const int j = h16_j(e);
+        st[e] = blk * BLOCK_N + h16_row(warp, lane, e) < limit[j] ? st[e] * sc : MASKED;
         mx[j] = fmaxf(mx[j], st[e]);
       }
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        mx[j] = fmaxf(mx[j], __shfl_xor_sync(0xFFFFFFFFu, mx[j], 4));
-        mx[j] = fmaxf(mx[j], __shfl_xor_sync(0xFFFFFFFFu, mx[j], 8));
-        mx[j] = fmaxf(mx[j], __shfl_xor_sync(0xFFFFFFFFu, mx[j], 16));
-        if (lane < 4) sm.red[warp][col_of_j(j)] = mx[j];
-      }
-      ptx::named_barrier_sync(1, H16_THREADS);
-      float scale[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int c = col_of_j(j);
-        const float bm = fmaxf(fmaxf(sm.red[0][c], sm.red[1][c]), fmaxf(sm.red[2][c], sm.red[3][c]));
-        // The lazy running max (MLA_FAST_LAZY_MAX): moved only by a rise of more than τ, so P <= 2^τ.
-        const float m_new = MLA_FAST_LAZY_MAX > 0 ? (bm > m[j] + float(MLA_FAST_LAZY_MAX) ? bm : m[j]) : fmaxf(m[j], bm);
-        scale[j] = ptx::exp2_approx(m[j] - m_new);
-        m[j] = m_new;
-        l[j] *= scale[j];
-      }
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        st[e] = ptx::exp2_approx(st[e] - m[j_of(e)]);
-        l[j_of(e)] += st[e];
-      }
-      if (!__all_sync(0xFFFFFFFFu, scale[0] == 1.0f && scale[1] == 1.0f && scale[2] == 1.0f && scale[3] == 1.0f)) {
-#pragma unroll
-        for (int mb = 0; mb < 8; ++mb)
-#pragma unroll
-          for (int e = 0; e < 8; ++e) ot[mb][e] *= scale[j_of(e)];
-      }
-      // Pᵀ (as in wgmma_probe_sm90.cu): register x holds elements 2x, 2x+1, the 8x8 matrix of tokens
-      // 16·warp + 8·(x&1) + 0..7 and rows 8·(x>>1) + 0..7; .trans stores its column i as the tile row of
-      // query row 8·(x>>1) + i, in 16-byte chunk 2·warp + (x&1).
-      {
-        const int g = lane / 8, r = 8 * (g >> 1) + lane % 8, chunk = 2 * warp + (g & 1);
-        ptx::stmatrix_x4_trans(pt_base + r * 128 + ((chunk ^ (r & 7)) << 4), ptx::pack2<T>(st[0], st[1]), ptx::pack2<T>(st[2], st[3]),
-                               ptx::pack2<T>(st[4], st[5]), ptx::pack2<T>(st[6], st[7]));
-      }
-      ptx::fence_proxy_async_smem();
-      ptx::named_barrier_sync(1, H16_THREADS);
-      ptx::wgmma_fence();
-#pragma unroll
-      for (int mb = 0; mb < 8; ++mb)
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-          ptx::wgmma_m64n16k16_ss<T, 1>(ot[mb], ptx::smem_desc_sw128(k_base + mb * TILE_BYTES + kk * 2048, TILE_BYTES, 1024),
-                                        ptx::smem_desc_sw128(pt_base + kk * 32, 16, 1024), 1);
-      ptx::wgmma_commit();
-      ptx::wgmma_wait<0>();
-#pragma unroll
-      for (int mb = 0; mb < 8; ++mb) ptx::fence_regs(ot[mb]);
+      h16_softmax<MLA_FAST_LAZY_MAX>(st, mx, m, l, ot, sm.red, warp, lane, 1);
+      h16_pv<T>(ot, st, k_base, pt_base, warp, lane, 1);
       // Every warp's P·V has retired: the stage takes the block two ahead (and sm.pt, sm.red are free).
       ptx::named_barrier_sync(1, H16_THREADS);
       if (tid == 0) load(ahead, stage);
@@ -1303,21 +1233,8 @@ __device__ __forceinline__ void dense_h16(const DenseParams& p) {
     }
 
     // L per column: the thread's rows, the warp's, then the 4 warps'.
-    float L[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      L[j] = l[j];
-      L[j] += __shfl_xor_sync(0xFFFFFFFFu, L[j], 4);
-      L[j] += __shfl_xor_sync(0xFFFFFFFFu, L[j], 8);
-      L[j] += __shfl_xor_sync(0xFFFFFFFFu, L[j], 16);
-      if (lane < 4) sm.red[warp][col_of_j(j)] = L[j];
-    }
-    ptx::named_barrier_sync(1, H16_THREADS);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int c = col_of_j(j);
-      L[j] = sm.red[0][c] + sm.red[1][c] + sm.red[2][c] + sm.red[3][c];
-    }
+    float L[4] = {l[0], l[1], l[2], l[3]};
+    h16_col_reduce(L, sm.red, warp, lane, 1, [](float a, float b) { return a + b; });
     const int slot = p.num_splits[req] + (req == meta.begin_req_idx ? meta.begin_split_idx : 0);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {

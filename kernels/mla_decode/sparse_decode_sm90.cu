@@ -763,6 +763,129 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
   }
 }
 
+// The h16 consumer (h_q <= 16; written after the eleventh session's last device call, compile-checked, not
+// yet run): one warpgroup with the tokens as wgmma's M and the heads as N (decode_common.cuh, h16_*), as
+// the dense h16 kernel, so a block's tensor work is a quarter of the 64-row consumers' (48 of whose rows
+// are zeros at 16 heads). The eleventh session's trace of sparse-h16 found the 64-row consumers' serial
+// chain (Q·Kᵀ, softmax, P hand-over, P·V) setting the block period (docs/sparse-decode.md §20). sQ holds
+// Q's 16 heads as nine 16-row tiles, sm.p holds Pᵀ and sm.scale the cross-warp reductions.
+template <typename T>
+__device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx) {
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  float (&red)[4][H16_ROWS] = *reinterpret_cast<float (*)[4][H16_ROWS]>(sm.scale);
+  static_assert(sizeof(sm.scale) >= sizeof(float[4][H16_ROWS]) && sizeof(sm.p) >= H16_TILE, "the h16 buffers fit the 64-row kernels' ones");
+  const uint32_t q_base = ptx::smem_addr(sm.q), pt_base = ptx::smem_addr(sm.p);
+  const uint16_t* q = static_cast<const uint16_t*>(p.q);
+  int it = 0;
+  for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
+    const int len = request_length(p, req);
+    const int start_blk = req == meta.begin_req_idx ? meta.begin_block_idx : 0;
+    const int end_blk = req == meta.end_req_idx ? meta.end_block_idx : num_kv_blocks(len);
+    const bool is_split = (req == meta.begin_req_idx && meta.is_first_req_splitted) || (req == meta.end_req_idx && meta.is_last_req_splitted);
+    ptx::named_barrier_sync(BAR_CONSUMERS, 128);  // the previous request is done with sQ and red
+    for (int c = tid; c < H16_ROWS * 72; c += 128) {
+      const int head = c / 72, chunk = c % 72;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (head < p.h_q) v = __ldg(reinterpret_cast<const uint4*>(q + req * p.q_batch_stride + s_idx * p.q_token_stride + head * p.q_head_stride + chunk * 8));
+      *reinterpret_cast<uint4*>(sm.q + (chunk / 8) * H16_TILE + sw128(head, chunk % 8)) = v;
+    }
+    ptx::fence_proxy_async_smem();
+    ptx::named_barrier_sync(BAR_CONSUMERS, 128);
+
+    float ot[8][8], m[4], l[4];
+    h16_init(ot, m, l);
+
+    for (int blk = start_blk; blk < end_blk; ++blk, ++it) {
+      const int stage = it % 2;
+      // The producer wrote zeros for invalid tokens, so V holds no poison; their scores are masked here.
+      ptx::mbarrier_wait(&sm.kfull[stage], (it / 2) & 1);
+      const uint32_t k_base = ptx::smem_addr(sm.k[stage]);
+      float st[8], mx[4];
+      h16_qk<T>(st, k_base, q_base);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) mx[j] = MASKED;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const int j = h16_j(e);
+        st[e] = sm.valid[stage][h16_row(warp, lane, e)] ? st[e] * p.scale_log2 : MASKED;
+        mx[j] = fmaxf(mx[j], st[e]);
+      }
+      h16_softmax<MLA_SPARSE_LAZY_MAX>(st, mx, m, l, ot, red, warp, lane, BAR_CONSUMERS);
+      h16_pv<T>(ot, st, k_base, pt_base, warp, lane, BAR_CONSUMERS);
+      // Every lane's reads of the buffer (valid flags) before lane 0's release.
+      __syncwarp();
+      if (lane == 0) ptx::mbarrier_arrive(&sm.kempty[stage]);
+      ptx::named_barrier_sync(BAR_CONSUMERS, 128);  // sm.p and red are the next block's
+    }
+
+    float L[4] = {l[0], l[1], l[2], l[3]};
+    h16_col_reduce(L, red, warp, lane, BAR_CONSUMERS, [](float a, float b) { return a + b; });
+    // The rows' destinations and divisors as store_rows computes them. (A helper shared with store_rows
+    // changed the shipped v2 and v3 kernels' SASS; left for a session that can re-time them.)
+    const int slot = p.num_splits[req] + (req == meta.begin_req_idx ? meta.begin_split_idx : 0);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int head = h16_col(lane, j);
+      if (head >= p.h_q) continue;
+      const bool empty = L[j] == 0.0f;  // a NaN L propagates (see dense_decode_sm90.cu)
+      if (!is_split) {
+        float denom = L[j];
+        if (p.attn_sink != nullptr) denom += exp2f(p.attn_sink[head] * LOG2E - m[j]);
+        const float inv = empty ? 0.0f : 1.0f / denom;  // a +inf sink gives 0
+        uint16_t* out = static_cast<uint16_t*>(p.out) + ((static_cast<long long>(req) * p.s_q + s_idx) * p.h_q + head) * D_V;
+#pragma unroll
+        for (int mb = 0; mb < 8; ++mb)
+#pragma unroll
+          for (int e = 0; e < 8; ++e)
+            if (h16_j(e) == j) out[64 * mb + h16_row(warp, lane, e)] = static_cast<uint16_t>(ptx::pack2<T>(ot[mb][e] * inv, 0.0f) & 0xFFFFu);
+        if (warp == 0 && lane < 4) p.lse[(static_cast<long long>(req) * p.h_q + head) * p.s_q + s_idx] = empty ? INFINITY : (__log2f(L[j]) + m[j]) * LN2;
+      } else {
+        const float inv = empty ? 0.0f : 1.0f / L[j];
+        const long long row = static_cast<long long>(slot) * p.s_q * p.h_q + s_idx * p.h_q + head;
+        float* oa = p.o_accum + row * D_V;
+#pragma unroll
+        for (int mb = 0; mb < 8; ++mb)
+#pragma unroll
+          for (int e = 0; e < 8; ++e)
+            if (h16_j(e) == j) oa[64 * mb + h16_row(warp, lane, e)] = ot[mb][e] * inv;
+        if (warp == 0 && lane < 4) p.lse_accum[row] = empty ? -INFINITY : __log2f(L[j]) + m[j];
+      }
+    }
+  }
+}
+
+// 512 threads as v3: WG0 the h16 consumer, WG1 idle (its registers go to WG0), WG2-3 the v3 producers.
+constexpr int H16_CONSUMER_REGS = 232, H16_IDLE_REGS = 24;
+static_assert(H16_CONSUMER_REGS + H16_IDLE_REGS + 2 * PRODUCER_REGS_V3 <= 4 * LAUNCH_REGS_V3, "setmaxnreg within the CTA's registers");
+__device__ __forceinline__ void sparse_decode_h16(const SparseParams& p) {
+  extern __shared__ uint8_t smem_raw[];
+  Smem& sm = smem_struct_1024<Smem>(smem_raw);
+  const SchedMeta* meta = reinterpret_cast<const SchedMeta*>(p.sched_meta) + blockIdx.z;
+  if (meta->begin_req_idx >= p.b) {
+    ptx::pdl_launch_dependents();
+    return;
+  }
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < 2; ++s) {
+      ptx::mbarrier_init(&sm.kfull[s], 128 * 2);
+      ptx::mbarrier_init(&sm.kempty[s], 4);  // WG0's warps
+    }
+    ptx::fence_mbarrier_init();
+  }
+  __syncthreads();
+  const int wg = __shfl_sync(0xFFFFFFFFu, static_cast<int>(threadIdx.x / 128), 0);
+  if (wg >= 2) {
+    ptx::setmaxnreg_dec<PRODUCER_REGS_V3>();
+    producer_v2<false, 2>(p, sm, *meta, blockIdx.y, wg - 2);
+  } else if (wg == 0) {
+    ptx::setmaxnreg_inc<H16_CONSUMER_REGS>();
+    consumer_h16<ptx::bf16_t>(p, sm, *meta, blockIdx.y);
+  } else {
+    ptx::setmaxnreg_dec<H16_IDLE_REGS>();
+  }
+  ptx::pdl_launch_dependents();
+}
+
 template <bool XO, bool V2, int NPROD = 1>
 __device__ __forceinline__ void sparse_decode(const SparseParams& p) {
   static_assert(NPROD == 1 || V2, "v3 = the v2 producer in two warpgroups");
@@ -834,6 +957,10 @@ extern "C" __global__ void __launch_bounds__(THREADS_V3, 1) mla_sparse_decode_v3
 // Crossover with two producer warpgroups (experimental, written without a GPU; test/gpu/variants).
 extern "C" __global__ void __launch_bounds__(THREADS_V3, 1) mla_sparse_decode_crossover_v3_bf16_sm90(const __grid_constant__ mla::SparseParams p) {
   sparse_decode<true, true, 2>(p);
+}
+// The h16 consumer (h_q <= 16, grid (1, s_q, num_sm_parts)), 512 threads; experimental (test/gpu/variants).
+extern "C" __global__ void __launch_bounds__(THREADS_V3, 1) mla_sparse_decode_h16_bf16_sm90(const __grid_constant__ mla::SparseParams p) {
+  sparse_decode_h16(p);
 }
 extern "C" __device__ const int mla_sparse_decode_smem_bytes = SMEM_BYTES;
 

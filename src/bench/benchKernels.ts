@@ -138,6 +138,14 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
     crossoverPartner: "sparse_v3",
     run: (args: FlashMlaWithKvcacheArgs) => sparseDecodeGpu(args, { crossover: true, producer: "v3" }),
   },
+  sparse_h16: {
+    name: "sparse_h16",
+    description: "sparseDecodeGpu with the h16 consumer (tokens as wgmma's M, the heads as N; h_q <= 16) and producer v3; experimental, written without a GPU",
+    kinds: ["sparse"],
+    headCounts: [8, 16],
+    crossover: false,
+    run: (args: FlashMlaWithKvcacheArgs) => sparseDecodeGpu(args, { crossover: false, producer: "v3", h16: true }),
+  },
 });
 
 /** The implementation the commands use for dense cases unless told otherwise: flashMlaWithKvcache's default kernel. */

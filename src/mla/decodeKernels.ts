@@ -35,6 +35,8 @@ export interface DecodeKernels {
   sparseV3Bf16: Kernel;
   /** The same with crossover (the two producer warpgroups split the dims of this CTA's half; the default at h_q = 128). */
   sparseCrossoverV3Bf16: Kernel;
+  /** The h16 consumer (tokens as wgmma's M, h_q <= 16) with the v3 producers, 512 threads (experimental). */
+  sparseH16Bf16: Kernel;
   sparseSmemBytes: number;
   /** The sparse kernels' e4m3 -> bf16 dequantization alone (an exhaustive GPU test checks it). */
   sparseDequantSelftest: Kernel;
@@ -105,6 +107,7 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
     "mla_sparse_decode_crossover_v2_bf16_sm90",
     "mla_sparse_decode_v3_bf16_sm90",
     "mla_sparse_decode_crossover_v3_bf16_sm90",
+    "mla_sparse_decode_h16_bf16_sm90",
   ]);
   const k: DecodeKernels = {
     sched: sched.getFunction("mla_sched_meta"),
@@ -129,6 +132,7 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
     sparseCrossoverV2Bf16: sp.kernels[3],
     sparseV3Bf16: sp.kernels[4],
     sparseCrossoverV3Bf16: sp.kernels[5],
+    sparseH16Bf16: sp.kernels[6],
     sparseSmemBytes: sp.smemBytes,
     sparseDequantSelftest: sparse.getFunction("mla_sparse_dequant_selftest"),
     combineBf16: combine.getFunction("mla_combine_bf16"),

@@ -29,6 +29,13 @@ export interface SparseDecodeOptions {
    * @default "v3"
    */
   producer?: "v1" | "v2" | "v3";
+  /**
+   * Experimental (written after the eleventh session's last device call, not yet run on a GPU): the
+   * consumer with the tokens as wgmma's M and the heads as N, for h_q <= 16 (a quarter of the 64-row
+   * consumers' tensor work there), with the v3 producers; not with crossover.
+   * @default false
+   */
+  h16?: boolean;
 }
 
 /**
@@ -56,6 +63,10 @@ export function sparseDecodeGpu(args: FlashMlaWithKvcacheArgs, opts: SparseDecod
   if (xo && shape.num_head_tiles !== 2) {
     throw new ArgumentError(FN, "crossover", "h_q = 128 (a cluster of the two 64-head CTAs of a query token)", `h_q = ${shape.h_q}`);
   }
+  if (opts.h16 !== undefined && typeof opts.h16 !== "boolean") throw new ArgumentError(FN, "h16", "true or false", String(opts.h16));
+  const h16 = opts.h16 === true;
+  if (h16 && shape.h_q > 16) throw new ArgumentError(FN, "h16", "h_q <= 16 (the heads are wgmma's N)", `h_q = ${shape.h_q}`);
+  if (h16 && (xo || producer !== "v3")) throw new ArgumentError(FN, "h16", 'the v3 producers without crossover', `producer ${producer}, crossover ${xo}`);
   const { q, kCache, stream } = args;
   const indices = args.indices!;
   const meta = args.schedMeta;
@@ -113,8 +124,9 @@ export function sparseDecodeGpu(args: FlashMlaWithKvcacheArgs, opts: SparseDecod
     scale_log2: shape.softmax_scale * Math.LOG2E,
     pad0: 0,
   });
-  const main =
-    producer === "v3" ? (xo ? k.sparseCrossoverV3Bf16 : k.sparseV3Bf16) : producer === "v2" ? (xo ? k.sparseCrossoverV2Bf16 : k.sparseV2Bf16) : xo ? k.sparseCrossoverBf16 : k.sparseBf16;
+  const main = h16
+    ? k.sparseH16Bf16
+    : producer === "v3" ? (xo ? k.sparseCrossoverV3Bf16 : k.sparseV3Bf16) : producer === "v2" ? (xo ? k.sparseCrossoverV2Bf16 : k.sparseV2Bf16) : xo ? k.sparseCrossoverBf16 : k.sparseBf16;
   main.launch(
     {
       grid: [shape.num_head_tiles, shape.s_q, meta.numSmParts],

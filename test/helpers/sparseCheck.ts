@@ -11,7 +11,7 @@ import { makeSparseCase, type SparseCaseOptions } from "./makeDecodeCase.js";
  * Runs the sparse kernel on a host-made case and compares with the float64 CPU reference: every element
  * when the case is small, else `sampleRows` seeded rows (the reference costs O(rows · topk · 576)).
  */
-export function checkSparseAgainstCpu(opts: SparseCaseOptions, sampleRows = 0, crossover = false, producer: "v1" | "v2" | "v3" = "v1"): void {
+export function checkSparseAgainstCpu(opts: SparseCaseOptions, sampleRows = 0, crossover = false, producer: "v1" | "v2" | "v3" = "v1", extra: SparseDecodeOptions = {}): void {
   const c = makeSparseCase(opts);
   const dev = {
     q: Tensor.toDevice(c.q),
@@ -23,7 +23,7 @@ export function checkSparseAgainstCpu(opts: SparseCaseOptions, sampleRows = 0, c
   const meta = getMlaMetadata();
   const label = JSON.stringify(opts);
   try {
-    const { out, lse } = sparseDecodeGpu({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale, schedMeta: meta }, { crossover, producer });
+    const { out, lse } = sparseDecodeGpu({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale, schedMeta: meta }, { crossover, producer, ...extra });
     const got = bf16ArrayToF32(out.toHost().host as Uint16Array);
     const gotLse = lse.toHost().host as Float32Array;
     out.dispose();
@@ -69,4 +69,18 @@ export function sparseBits(u: ReturnType<typeof uploadSparseCase>, opts: SparseD
   } finally {
     meta.dispose();
   }
+}
+
+/**
+ * Runs `a` and `b` on one uploaded case and asserts their outputs agree within the sparse tolerances,
+ * reporting how many out elements differ in their bits (the two kernels may round differently).
+ */
+export function assertSparseKernelsAgree(u: ReturnType<typeof uploadSparseCase>, a: SparseDecodeOptions, b: SparseDecodeOptions, names: [string, string], diagnostic: (msg: string) => void): void {
+  const ra = sparseBits(u, a);
+  const rb = sparseBits(u, b);
+  let differ = 0;
+  for (let i = 0; i < ra.out.length; i++) if (ra.out[i] !== rb.out[i]) differ++;
+  diagnostic(`${differ} of ${ra.out.length} out elements differ in their bits from ${names[0]}`);
+  assertClose(bf16ArrayToF32(rb.out), bf16ArrayToF32(ra.out), SPARSE_OUT_TOL, { name: `${names[1]} out vs ${names[0]}` });
+  assertClose(rb.lse, ra.lse, SPARSE_LSE_TOL, { name: `${names[1]} lse vs ${names[0]}` });
 }

@@ -3,10 +3,8 @@ import assert from "node:assert/strict";
 import { ArgumentError } from "../../../src/errors/ArgumentError.js";
 import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
 import { sparseDecodeGpu } from "../../../src/mla/sparseDecodeGpu.js";
-import { bf16ArrayToF32 } from "../../../src/numeric/bf16.js";
-import { assertClose, SPARSE_LSE_TOL, SPARSE_OUT_TOL } from "../../../src/numeric/compare.js";
 import { describeGpu } from "../../helpers/gpu.js";
-import { checkSparseAgainstCpu as check, sparseBits, uploadSparseCase } from "../../helpers/sparseCheck.js";
+import { assertSparseKernelsAgree, checkSparseAgainstCpu as check, uploadSparseCase } from "../../helpers/sparseCheck.js";
 
 // Producer "v3" (two producer warpgroups, 512 threads, P·V as two m64n128 wgmmas), written without a
 // GPU: its own file, so a fault in it cannot stop the suites of the verified kernels.
@@ -21,13 +19,7 @@ describeGpu("sparse producer v3 (the default since the fourth session)", () => {
   test("v3 agrees with v2 on a long top-k list split over many parts (bits compared, tolerance asserted)", (t) => {
     const u = uploadSparseCase({ seed: 1103, b: 1, s_q: 2, h_q: 128, s_k: 40000, topk: 16384, pageBlockSize: 64, sink: true });
     try {
-      const v2 = sparseBits(u, { producer: "v2" });
-      const v3 = sparseBits(u, { producer: "v3" });
-      let differ = 0;
-      for (let i = 0; i < v2.out.length; i++) if (v2.out[i] !== v3.out[i]) differ++;
-      t.diagnostic(`${differ} of ${v2.out.length} out elements differ in their bits from v2`);
-      assertClose(bf16ArrayToF32(v3.out), bf16ArrayToF32(v2.out), SPARSE_OUT_TOL, { name: "v3 out vs v2" });
-      assertClose(v3.lse, v2.lse, SPARSE_LSE_TOL, { name: "v3 lse vs v2" });
+      assertSparseKernelsAgree(u, { producer: "v2" }, { producer: "v3" }, ["v2", "v3"], (m) => t.diagnostic(m));
     } finally {
       u.dispose();
     }
