@@ -2,6 +2,8 @@
 // the scheduler's block count, FlashMLA's causal rule, the Q copy into SW128 tiles and the zeroing of
 // V rows past a request's end.
 #pragma once
+#include <cuda/std/type_traits>
+
 #include "../common/ptx.cuh"
 #include "params.h"
 
@@ -220,6 +222,20 @@ constexpr int H16_TILE = H16_ROWS * 128;
 __device__ __forceinline__ int h16_col(int lane, int j) { return 8 * (j >> 1) + 2 * (lane % 4) + (j & 1); }
 __device__ __forceinline__ int h16_j(int e) { return 2 * (e >> 2) + (e & 1); }
 __device__ __forceinline__ int h16_row(int warp, int lane, int e) { return 16 * warp + lane / 4 + 8 * ((e >> 1) & 1); }
+
+// Column j of Oᵀ times inv into its output row `dst` (512 values: dims 64·mb + row): q's dtype for out,
+// fp32 for a split partial.
+template <typename T, typename Dst>
+__device__ __forceinline__ void h16_store_col(Dst* dst, const float (&ot)[8][8], int j, float inv, int warp, int lane) {
+#pragma unroll
+  for (int mb = 0; mb < 8; ++mb)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      if (h16_j(e) != j) continue;
+      if constexpr (cuda::std::is_same_v<Dst, float>) dst[64 * mb + h16_row(warp, lane, e)] = ot[mb][e] * inv;
+      else dst[64 * mb + h16_row(warp, lane, e)] = static_cast<uint16_t>(ptx::pack2<T>(ot[mb][e] * inv, 0.0f) & 0xFFFFu);
+    }
+}
 
 // A request's start: Oᵀ = 0, m = M_INIT, l = 0.
 __device__ __forceinline__ void h16_init(float (&ot)[8][8], float (&m)[4], float (&l)[4]) {

@@ -1180,10 +1180,6 @@ __device__ __forceinline__ void dense_h16(const DenseParams& p) {
   ahead = advance(advance(ahead));
   __syncthreads();
 
-  // The accumulator layout: decode_common.cuh (h16_col, h16_j, h16_row).
-  auto col_of_j = [&](int j) { return h16_col(lane, j); };
-  auto j_of = [](int e) { return h16_j(e); };
-  auto row_of = [&](int e) { return h16_row(warp, lane, e); };
   const uint32_t q_base = ptx::smem_addr(sm.q), pt_base = ptx::smem_addr(sm.pt);
   const float sc = p.scale_log2;
   int it = 0;
@@ -1198,7 +1194,7 @@ __device__ __forceinline__ void dense_h16(const DenseParams& p) {
     ptx::named_barrier_sync(1, H16_THREADS);
     int limit[4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) limit[j] = min(dense_row_limit(p, col_of_j(j), seqlen), end_blk * BLOCK_N);
+    for (int j = 0; j < 4; ++j) limit[j] = min(dense_row_limit(p, h16_col(lane, j), seqlen), end_blk * BLOCK_N);
     float ot[8][8], m[4], l[4];
     h16_init(ot, m, l);
 
@@ -1238,27 +1234,19 @@ __device__ __forceinline__ void dense_h16(const DenseParams& p) {
     const int slot = p.num_splits[req] + (req == meta.begin_req_idx ? meta.begin_split_idx : 0);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const int flat = col_of_j(j);
+      const int flat = h16_col(lane, j);
       if (flat >= p.rows_per_kv) continue;
       const int s = flat / p.heads_per_kv, head = hk * p.heads_per_kv + flat % p.heads_per_kv;
       const bool empty = L[j] == 0.0f;  // a NaN L propagates (see dense_decode_sm90.cu)
       const float inv = empty ? 0.0f : 1.0f / L[j];
       if (!is_split) {
         uint16_t* out = static_cast<uint16_t*>(p.out) + ((static_cast<long long>(req) * p.s_q + s) * p.h_q + head) * D_V;
-#pragma unroll
-        for (int mb = 0; mb < 8; ++mb)
-#pragma unroll
-          for (int e = 0; e < 8; ++e)
-            if (j_of(e) == j) out[64 * mb + row_of(e)] = static_cast<uint16_t>(ptx::pack2<T>(ot[mb][e] * inv, 0.0f) & 0xFFFFu);
+        h16_store_col<T>(out, ot, j, inv, warp, lane);
         if (warp == 0 && lane < 4) p.lse[(static_cast<long long>(req) * p.h_q + head) * p.s_q + s] = empty ? INFINITY : (__log2f(L[j]) + m[j]) * LN2;
       } else {
         const long long row = (static_cast<long long>(slot) * p.h_kv + hk) * p.rows_per_kv + flat;
         float* oa = p.o_accum + row * D_V;
-#pragma unroll
-        for (int mb = 0; mb < 8; ++mb)
-#pragma unroll
-          for (int e = 0; e < 8; ++e)
-            if (j_of(e) == j) oa[64 * mb + row_of(e)] = ot[mb][e] * inv;
+        h16_store_col<T>(oa, ot, j, inv, warp, lane);
         if (warp == 0 && lane < 4) p.lse_accum[row] = empty ? -INFINITY : __log2f(L[j]) + m[j];
       }
     }

@@ -527,6 +527,13 @@ __device__ __forceinline__ void load_q(const SparseParams& p, Smem& sm, int req,
   }
 }
 
+// 1 / the divisor of an unsplit row: its sum plus the sink's term (0 for an empty row; a +inf sink gives 0).
+__device__ __forceinline__ float unsplit_inv(const SparseParams& p, int head, float L, float M) {
+  float denom = L;
+  if (p.attn_sink != nullptr) denom += exp2f(p.attn_sink[head] * LOG2E - M);
+  return L == 0.0f ? 0.0f : 1.0f / denom;
+}
+
 template <typename T>
 __device__ __forceinline__ void store_rows(const SparseParams& p, float (&o)[128], int req, int h0, int s_idx, int wg, int warp_in_wg, int lane,
                                            bool is_split, int slot, const float (&L)[2], const float (&M)[2]) {
@@ -536,9 +543,7 @@ __device__ __forceinline__ void store_rows(const SparseParams& p, float (&o)[128
     if (head >= p.h_q) continue;
     const bool empty = L[half] == 0.0f;  // a NaN L propagates (see dense_decode_sm90.cu)
     if (!is_split) {
-      float denom = L[half];
-      if (p.attn_sink != nullptr) denom += exp2f(p.attn_sink[head] * LOG2E - M[half]);
-      const float inv = empty ? 0.0f : 1.0f / denom;  // a +inf sink gives 0
+      const float inv = unsplit_inv(p, head, L[half], M[half]);
       uint16_t* out = static_cast<uint16_t*>(p.out) + ((static_cast<long long>(req) * p.s_q + s_idx) * p.h_q + head) * D_V;
 #pragma unroll
       for (int i = 2 * half; i < 128; i += 4)
@@ -820,8 +825,8 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
 
     float L[4] = {l[0], l[1], l[2], l[3]};
     h16_col_reduce(L, red, warp, lane, BAR_CONSUMERS, [](float a, float b) { return a + b; });
-    // The rows' destinations and divisors as store_rows computes them. (A helper shared with store_rows
-    // changed the shipped v2 and v3 kernels' SASS; left for a session that can re-time them.)
+    // The rows' destinations as store_rows computes them (a helper for those, shared with store_rows,
+    // changed the shipped v2 and v3 kernels' SASS; left for a session that can re-time them).
     const int slot = p.num_splits[req] + (req == meta.begin_req_idx ? meta.begin_split_idx : 0);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -829,25 +834,15 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
       if (head >= p.h_q) continue;
       const bool empty = L[j] == 0.0f;  // a NaN L propagates (see dense_decode_sm90.cu)
       if (!is_split) {
-        float denom = L[j];
-        if (p.attn_sink != nullptr) denom += exp2f(p.attn_sink[head] * LOG2E - m[j]);
-        const float inv = empty ? 0.0f : 1.0f / denom;  // a +inf sink gives 0
+        const float inv = unsplit_inv(p, head, L[j], m[j]);
         uint16_t* out = static_cast<uint16_t*>(p.out) + ((static_cast<long long>(req) * p.s_q + s_idx) * p.h_q + head) * D_V;
-#pragma unroll
-        for (int mb = 0; mb < 8; ++mb)
-#pragma unroll
-          for (int e = 0; e < 8; ++e)
-            if (h16_j(e) == j) out[64 * mb + h16_row(warp, lane, e)] = static_cast<uint16_t>(ptx::pack2<T>(ot[mb][e] * inv, 0.0f) & 0xFFFFu);
+        h16_store_col<T>(out, ot, j, inv, warp, lane);
         if (warp == 0 && lane < 4) p.lse[(static_cast<long long>(req) * p.h_q + head) * p.s_q + s_idx] = empty ? INFINITY : (__log2f(L[j]) + m[j]) * LN2;
       } else {
         const float inv = empty ? 0.0f : 1.0f / L[j];
         const long long row = static_cast<long long>(slot) * p.s_q * p.h_q + s_idx * p.h_q + head;
         float* oa = p.o_accum + row * D_V;
-#pragma unroll
-        for (int mb = 0; mb < 8; ++mb)
-#pragma unroll
-          for (int e = 0; e < 8; ++e)
-            if (h16_j(e) == j) oa[64 * mb + h16_row(warp, lane, e)] = ot[mb][e] * inv;
+        h16_store_col<T>(oa, ot, j, inv, warp, lane);
         if (warp == 0 && lane < 4) p.lse_accum[row] = empty ? -INFINITY : __log2f(L[j]) + m[j];
       }
     }
