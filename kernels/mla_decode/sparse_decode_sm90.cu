@@ -52,7 +52,8 @@ enum : uint32_t { BAR_CONSUMERS = 1, BAR_P_READY = 2, BAR_P_FREE = 3, BAR_L_READ
 // 9 P_READY passed, 10 P·V_R queued, 11 P·V_R retired, 12 P_FREE passed; the first producer warpgroup
 // (producer_v2) 13 top, 14 buffer free, 15 K full arrived, 16 its first 16 values converted and stored
 // (its loads have landed), 17 every value converted and stored, 18 the proxy fence done (then the bulk
-// copies and the arrival, 15). scripts/device/traceSparse.mjs prints it.
+// copies and the arrival, 15). The h16 consumer records 0 top, 1 K full, 2 Q·Kᵀ retired, 3 softmax done,
+// 7 P·V retired, 12 the block's closing barrier passed. scripts/device/traceSparse.mjs prints it.
 #ifdef MLA_TRACE
 extern "C" {
 __device__ long long mla_sparse_trace[MLA_TRACE][20];
@@ -359,10 +360,14 @@ __device__ __forceinline__ void producer_crossover(const SparseParams& p, Smem& 
 // are not rewritten before the copy has read them: this CTA's kempty needs the peer consumers' release,
 // which follows their kfull wait, which the copy's complete_tx ends.
 
-template <bool XO, int NPROD = 1>
+// PIPE (the h16 kernel, MLA_SPARSE_H16_PIPE): two register sets, so block n+1's loads fly while block n
+// waits for its buffer and is converted, and the L2 prefetch runs three blocks ahead instead of two.
+template <bool XO, int NPROD = 1, bool PIPE = false>
 __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx, int pidx = 0) {
   static_assert(NPROD == 1 || NPROD == 2, "one or two producer warpgroups");
+  static_assert(!PIPE || (!XO && NPROD == 2), "the pipelined form is written for two producer warpgroups without crossover");
   constexpr int ROUNDS = XO || NPROD == 2 ? 1 : 2;
+  constexpr int SETS = PIPE ? 2 : ROUNDS;  // register sets of in-flight loads
   // Two producer warpgroups with crossover (experimental): both take this CTA's 32 tokens, and split
   // their dims: warpgroup 0 the 64-dim groups 0-3 and the RoPE dims, warpgroup 1 the groups 4-7, so each
   // thread has 6-7 loads in flight instead of 11 (72 registers).
@@ -393,7 +398,7 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
   for (int r = 0; r < ROUNDS; ++r) prefetch_lines(slot[r]), prefetch_lines(slot1[r]);
   // (Issuing round 0 of the next block as soon as round 0 of this one was converted, so its loads fly
   // during round 1's conversion and the buffer wait, measured slower on the H200: 492.6 vs 482.7 µs.)
-  uint4 raw[ROUNDS][8], rope[ROUNDS][2], sc4[ROUNDS];
+  uint4 raw[SETS][8], rope[SETS][2], sc4[SETS];
   auto issue = [&](int r, int s) {  // round r's loads of slot s (none: slot 0, converted to zeros)
     const uint8_t* tok = token_ptr(p, s >= 0 ? s : 0);
     if constexpr (SPLIT) {
@@ -412,6 +417,50 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
       for (int k = 0; k < 2; ++k) rope[r][k] = ptx::ld_nc_v4(tok + 528 + 64 * k + 16 * q);
     }
   };
+  if constexpr (PIPE) {
+    int slot2 = cursor_slot(p, meta, ahead, s_idx, token_of(0));
+    cursor_next(p, meta, ahead);
+    prefetch_lines(slot2);
+    if constexpr (!ABLATE_PRODUCER) issue(0, slot[0]);
+    const int token = token_of(0);
+    auto step = [&](auto set_c, int it) {  // set: it % 2, the register set and the K buffer
+      constexpr int set = decltype(set_c)::value;
+      if (pidx == 0) STRACE(it, 13);
+      if (!ABLATE_PRODUCER && it + 1 < n_blocks) issue(set ^ 1, slot1[0]);
+      const PendingSlot pending = cursor_index(p, meta, ahead, s_idx, token);  // block it + 3
+      ptx::mbarrier_wait(&sm.kempty[set], ((it / 2) & 1) ^ 1);
+      if (pidx == 0) STRACE(it, 14);
+      uint8_t* kb = sm.k[set];
+      const bool valid = slot[0] >= 0;
+      if constexpr (!ABLATE_PRODUCER) {
+        const float scales[4] = {__uint_as_float(sc4[set].x), __uint_as_float(sc4[set].y), __uint_as_float(sc4[set].z), __uint_as_float(sc4[set].w)};
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          uint4 a, b;
+          dequant16(raw[set][k], __float2bfloat162_rn(scales[k / 2]), a, b);
+          if (!valid) a = b = make_uint4(0, 0, 0, 0);
+          *reinterpret_cast<uint4*>(kb + k * TILE_BYTES + sw128(token, 2 * q)) = a;
+          *reinterpret_cast<uint4*>(kb + k * TILE_BYTES + sw128(token, 2 * q + 1)) = b;
+        }
+#pragma unroll
+        for (int k = 0; k < 2; ++k) *reinterpret_cast<uint4*>(kb + 8 * TILE_BYTES + sw128(token, q + 4 * k)) = valid ? rope[set][k] : make_uint4(0, 0, 0, 0);
+        if (q == 0) sm.valid[set][token] = valid ? 1 : 0;
+      }
+      if (pidx == 0) STRACE(it, 17);
+      ptx::fence_proxy_async_smem();
+      ptx::mbarrier_arrive(&sm.kfull[set]);
+      if (pidx == 0) STRACE(it, 15);
+      const int slot3 = slot_of(p, pending);
+      if constexpr (!ABLATE_PRODUCER) prefetch_lines(slot3);
+      slot[0] = slot1[0], slot1[0] = slot2, slot2 = slot3;
+      cursor_next(p, meta, ahead);
+    };
+    for (int it = 0; it < n_blocks; it += 2) {
+      step(cuda::std::integral_constant<int, 0>{}, it);
+      if (it + 1 < n_blocks) step(cuda::std::integral_constant<int, 1>{}, it + 1);
+    }
+    return;
+  }
   for (int it = 0; it < n_blocks; ++it) {
     if (pidx == 0) STRACE(it, 13);
     const int stage = it % 2;
@@ -803,10 +852,17 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
     for (int blk = start_blk; blk < end_blk; ++blk, ++it) {
       const int stage = it % 2;
       // The producer wrote zeros for invalid tokens, so V holds no poison; their scores are masked here.
+      STRACE(it, 0);
       ptx::mbarrier_wait(&sm.kfull[stage], (it / 2) & 1);
+      STRACE(it, 1);
       const uint32_t k_base = ptx::smem_addr(sm.k[stage]);
       float st[8], mx[4];
+      if constexpr (ABLATE_CONSUMERS) {  // the producers' rate: release at once (wrong outputs)
+        if (lane == 0) ptx::mbarrier_arrive(&sm.kempty[stage]);
+        continue;
+      }
       h16_qk<T>(st, k_base, q_base);
+      STRACE(it, 2);
 #pragma unroll
       for (int j = 0; j < 4; ++j) mx[j] = MASKED;
 #pragma unroll
@@ -816,11 +872,14 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
         mx[j] = fmaxf(mx[j], st[e]);
       }
       h16_softmax<MLA_SPARSE_LAZY_MAX>(st, mx, m, l, ot, red, warp, lane, BAR_CONSUMERS);
+      STRACE(it, 3);
       h16_pv<T>(ot, st, k_base, pt_base, warp, lane, BAR_CONSUMERS);
+      STRACE(it, 7);
       // Every lane's reads of the buffer (valid flags) before lane 0's release.
       __syncwarp();
       if (lane == 0) ptx::mbarrier_arrive(&sm.kempty[stage]);
       ptx::named_barrier_sync(BAR_CONSUMERS, 128);  // sm.p and red are the next block's
+      STRACE(it, 12);
     }
 
     float L[4] = {l[0], l[1], l[2], l[3]};
@@ -849,9 +908,14 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
   }
 }
 
-// 512 threads as v3: WG0 the h16 consumer, WG1 idle (its registers go to WG0), WG2-3 the v3 producers.
-constexpr int H16_CONSUMER_REGS = 232, H16_IDLE_REGS = 24;
-static_assert(H16_CONSUMER_REGS + H16_IDLE_REGS + 2 * PRODUCER_REGS_V3 <= 4 * LAUNCH_REGS_V3, "setmaxnreg within the CTA's registers");
+// 512 threads as v3: WG0 the h16 consumer, WG1 idle (its registers go to the others), WG2-3 the v3
+// producers; MLA_SPARSE_H16_PIPE=1 gives them two register sets (producer_v2's PIPE).
+#ifndef MLA_SPARSE_H16_PIPE
+#define MLA_SPARSE_H16_PIPE 0
+#endif
+constexpr bool H16_PIPE = MLA_SPARSE_H16_PIPE != 0;
+constexpr int H16_CONSUMER_REGS = H16_PIPE ? 224 : 232, H16_IDLE_REGS = 24, H16_PRODUCER_REGS = H16_PIPE ? LAUNCH_REGS_V3 : PRODUCER_REGS_V3;
+static_assert(H16_CONSUMER_REGS + H16_IDLE_REGS + 2 * H16_PRODUCER_REGS <= 4 * LAUNCH_REGS_V3, "setmaxnreg within the CTA's registers");
 __device__ __forceinline__ void sparse_decode_h16(const SparseParams& p) {
   extern __shared__ uint8_t smem_raw[];
   Smem& sm = smem_struct_1024<Smem>(smem_raw);
@@ -870,8 +934,8 @@ __device__ __forceinline__ void sparse_decode_h16(const SparseParams& p) {
   __syncthreads();
   const int wg = __shfl_sync(0xFFFFFFFFu, static_cast<int>(threadIdx.x / 128), 0);
   if (wg >= 2) {
-    ptx::setmaxnreg_dec<PRODUCER_REGS_V3>();
-    producer_v2<false, 2>(p, sm, *meta, blockIdx.y, wg - 2);
+    if constexpr (H16_PRODUCER_REGS < LAUNCH_REGS_V3) ptx::setmaxnreg_dec<H16_PRODUCER_REGS>();  // (PIPE keeps the launch's 128)
+    producer_v2<false, 2, H16_PIPE>(p, sm, *meta, blockIdx.y, wg - 2);
   } else if (wg == 0) {
     ptx::setmaxnreg_inc<H16_CONSUMER_REGS>();
     consumer_h16<ptx::bf16_t>(p, sm, *meta, blockIdx.y);

@@ -4,12 +4,14 @@
 // kernel (crossover v3 at 128 heads) and prints, per event, the median cycles from WG0's top of the
 // block over the steady blocks, and the block period. Run from the project root on the GPU host:
 //   FLASHMLA_KERNEL_DIR=dist/kernels-trace bash .gpu/enter.sh node scripts/device/traceSparse.mjs [case]
-// (case: sparse-v32 (default), sparse-v32-h64, sparse-long-topk, sparse-h16).
+// (case: sparse-v32 (default), sparse-v32-h64, sparse-long-topk, sparse-h16; a second argument "h16" runs
+// the h16 kernel instead, whose consumer records events 0, 1, 2, 3, 7 and 12 as H16_EVENTS names them).
 import { benchCaseByName } from "../../dist/bench/cases.js";
 import { benchCaseSeqlens } from "../../dist/src/bench/benchCaseSeqlens.js";
 import { makeGpuSparseCase } from "../../dist/src/bench/makeGpuSparseCase.js";
 import { sparseBenchSpec } from "../../dist/src/bench/sparseBenchSpec.js";
 import { decodeKernels } from "../../dist/src/mla/decodeKernels.js";
+import { sparseDecodeGpu } from "../../dist/src/mla/sparseDecodeGpu.js";
 import { flashMlaWithKvcache, getMlaMetadata, Stream } from "../../dist/src/index.js";
 
 const EVENTS = [
@@ -18,6 +20,11 @@ const EVENTS = [
   "WG1 P·V_R retired", "WG1 P_FREE passed", "producer top", "producer buffer free", "producer K full arrived",
   "producer: first 16 values converted (loads landed)", "producer: all converted and stored", "producer: proxy fence done",
 ];
+const h16 = process.argv[3] === "h16";
+if (h16) {
+  Object.assign(EVENTS, { 2: "WG0 Q·Kᵀ retired", 3: "WG0 softmax done", 7: "WG0 P·V retired", 12: "WG0 block barrier passed" });
+  for (const ev of [4, 5, 6, 8, 9, 10, 11]) EVENTS[ev] = "(not recorded)";
+}
 // Events per block in mla_sparse_trace (sparse_decode_sm90.cu); the last slot is unused.
 const STRIDE = 20;
 const caseName = process.argv[2] ?? "sparse-v32";
@@ -27,15 +34,16 @@ const stream = Stream.create();
 const gc = makeGpuSparseCase(sparseBenchSpec(c, benchCaseSeqlens(c, 1)), { seed: 11, stream });
 const meta = getMlaMetadata();
 for (let i = 0; i < 5; i++) {
-  const { out, lse } = flashMlaWithKvcache({
+  const args = {
     q: gc.q, kCache: gc.kCache, indices: gc.indices, attnSink: gc.attnSink, isFp8Kvcache: true, headDimV: 512,
     schedMeta: meta, softmaxScale: gc.softmaxScale, stream,
-  });
+  };
+  const { out, lse } = h16 ? sparseDecodeGpu(args, { h16: true, crossover: false, producer: "v3" }) : flashMlaWithKvcache(args);
   stream.synchronize();
   out.dispose();
   lse.dispose();
 }
-const bytes = decodeKernels(0).sparseCrossoverV3Bf16.module.readGlobal("mla_sparse_trace");
+const bytes = decodeKernels(0)[h16 ? "sparseH16Bf16" : "sparseCrossoverV3Bf16"].module.readGlobal("mla_sparse_trace");
 const t = new BigInt64Array(bytes.slice().buffer);
 const n = t.length / STRIDE;
 let last = 0;
