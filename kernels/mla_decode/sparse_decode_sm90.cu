@@ -362,7 +362,9 @@ __device__ __forceinline__ void producer_crossover(const SparseParams& p, Smem& 
 
 // PIPE (the h16 kernel, MLA_SPARSE_H16_PIPE): two register sets, so block n+1's loads fly while block n
 // waits for its buffer and is converted, and the L2 prefetch runs three blocks ahead instead of two.
-template <bool XO, int NPROD = 1, bool PIPE = false>
+// FETCH: the gathers' L2 fetch-size hint in bytes (256, 128, or 0 for none); L2_PREFETCH: the lines'
+// prefetch ahead of the loads (the h16 kernel's MLA_SPARSE_H16_FETCH and MLA_SPARSE_H16_PREFETCH).
+template <bool XO, int NPROD = 1, bool PIPE = false, int FETCH = 256, bool L2_PREFETCH = true>
 __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx, int pidx = 0) {
   static_assert(NPROD == 1 || NPROD == 2, "one or two producer warpgroups");
   static_assert(!PIPE || (!XO && NPROD == 2), "the pipelined form is written for two producer warpgroups without crossover");
@@ -379,8 +381,14 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
   // last byte), per-thread addresses. The bulk prefetch (prefetch_token) takes uniform operands, so for
   // eight tokens per warp it ran as an eight-trip loop: 13 % of the producer's samples in ncu; this form
   // took sparse-v32 from 540.5 to 488.8 µs on the H200.
+  static_assert(FETCH == 0 || FETCH == 128 || FETCH == 256, "an L2 fetch size PTX names");
+  auto gather = [](const uint8_t* src) {
+    if constexpr (FETCH == 256) return ptx::ld_nc_v4_l2_256(src);
+    else if constexpr (FETCH == 128) return ptx::ld_nc_v4_l2_128(src);
+    else return ptx::ld_nc_v4(src);
+  };
   auto prefetch_lines = [&](int s) {
-    if (s < 0) return;
+    if (!L2_PREFETCH || s < 0) return;
     const uint8_t* tok = token_ptr(p, s);
     ptx::prefetch_l2(tok + 128 * q);
     if (q < 3) ptx::prefetch_l2(tok + min(128 * (q + 4), TOKEN_BYTES - 1));
@@ -403,7 +411,7 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
     const uint8_t* tok = token_ptr(p, s >= 0 ? s : 0);
     if constexpr (SPLIT) {
 #pragma unroll
-      for (int k = 0; k < 4; ++k) raw[r][k] = ptx::ld_nc_v4_l2_256(tok + 64 * (4 * pidx + k) + 16 * q);
+      for (int k = 0; k < 4; ++k) raw[r][k] = gather(tok + 64 * (4 * pidx + k) + 16 * q);
       sc4[r] = ptx::ld_nc_v4(tok + 512);
       if (pidx == 0) {
 #pragma unroll
@@ -411,7 +419,7 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
       }
     } else {
 #pragma unroll
-      for (int k = 0; k < 8; ++k) raw[r][k] = ptx::ld_nc_v4_l2_256(tok + 64 * k + 16 * q);
+      for (int k = 0; k < 8; ++k) raw[r][k] = gather(tok + 64 * k + 16 * q);
       sc4[r] = ptx::ld_nc_v4(tok + 512);
 #pragma unroll
       for (int k = 0; k < 2; ++k) rope[r][k] = ptx::ld_nc_v4(tok + 528 + 64 * k + 16 * q);
@@ -913,6 +921,12 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
 #ifndef MLA_SPARSE_H16_PIPE
 #define MLA_SPARSE_H16_PIPE 0
 #endif
+#ifndef MLA_SPARSE_H16_FETCH
+#define MLA_SPARSE_H16_FETCH 256
+#endif
+#ifndef MLA_SPARSE_H16_PREFETCH
+#define MLA_SPARSE_H16_PREFETCH 1
+#endif
 constexpr bool H16_PIPE = MLA_SPARSE_H16_PIPE != 0;
 constexpr int H16_CONSUMER_REGS = H16_PIPE ? 224 : 232, H16_IDLE_REGS = 24, H16_PRODUCER_REGS = H16_PIPE ? LAUNCH_REGS_V3 : PRODUCER_REGS_V3;
 static_assert(H16_CONSUMER_REGS + H16_IDLE_REGS + 2 * H16_PRODUCER_REGS <= 4 * LAUNCH_REGS_V3, "setmaxnreg within the CTA's registers");
@@ -935,7 +949,7 @@ __device__ __forceinline__ void sparse_decode_h16(const SparseParams& p) {
   const int wg = __shfl_sync(0xFFFFFFFFu, static_cast<int>(threadIdx.x / 128), 0);
   if (wg >= 2) {
     if constexpr (H16_PRODUCER_REGS < LAUNCH_REGS_V3) ptx::setmaxnreg_dec<H16_PRODUCER_REGS>();  // (PIPE keeps the launch's 128)
-    producer_v2<false, 2, H16_PIPE>(p, sm, *meta, blockIdx.y, wg - 2);
+    producer_v2<false, 2, H16_PIPE, MLA_SPARSE_H16_FETCH, MLA_SPARSE_H16_PREFETCH != 0>(p, sm, *meta, blockIdx.y, wg - 2);
   } else if (wg == 0) {
     ptx::setmaxnreg_inc<H16_CONSUMER_REGS>();
     consumer_h16<ptx::bf16_t>(p, sm, *meta, blockIdx.y);
