@@ -494,6 +494,21 @@ __device__ __forceinline__ uint32_t cvt_f16x2_e4m3x2(uint16_t two) {
   return r;
 }
 
+// cp.async.cg.shared.global (16 bytes, L2 only): copies 16 bytes into shared memory without registers;
+// `src_bytes` 0 writes zeros and reads nothing (src must still be a valid address form).
+__device__ __forceinline__ void cp_async_16(uint32_t smem_dst, const void* src, uint32_t src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_dst), "l"(src), "r"(src_bytes) : "memory");
+}
+
+// cp.async.commit_group: closes this thread's cp.async issued so far into a group.
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+
+// cp.async.wait_group N: waits until at most N of this thread's groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
 // cp.async.bulk.prefetch.L2: pull `bytes` (a multiple of 16, 16-byte aligned) into L2 without waiting or
 // using registers; a gather can then find its lines (and their address translation) warm.
 __device__ __forceinline__ void prefetch_l2_bulk(const void* p, uint32_t bytes) {

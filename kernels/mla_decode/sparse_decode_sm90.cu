@@ -362,9 +362,12 @@ __device__ __forceinline__ void producer_crossover(const SparseParams& p, Smem& 
 
 // PIPE (the h16 kernel, MLA_SPARSE_H16_PIPE): two register sets, so block n+1's loads fly while block n
 // waits for its buffer and is converted, and the L2 prefetch runs three blocks ahead instead of two.
-// FETCH: the gathers' L2 fetch-size hint in bytes (256, 128, or 0 for none); L2_PREFETCH: the lines'
-// prefetch ahead of the loads (the h16 kernel's MLA_SPARSE_H16_FETCH and MLA_SPARSE_H16_PREFETCH).
-template <bool XO, int NPROD = 1, bool PIPE = false, int FETCH = 256, bool L2_PREFETCH = true>
+// FETCH: the gathers' L2 fetch-size hint in bytes (256, 128, or 0 for none); PREFETCH: how the tokens
+// are warmed in L2 ahead of the loads: 1 their 128-byte lines (prefetch.global.L2, per-thread addresses),
+// 2 exactly their 656 bytes (cp.async.bulk.prefetch.L2, one lane per token; the lines' form fetches the
+// partial first and last lines whole: 403 MB from DRAM where the tokens are 344 MB at sparse-h16), 0 none
+// (the h16 kernel's MLA_SPARSE_H16_FETCH and MLA_SPARSE_H16_PREFETCH).
+template <bool XO, int NPROD = 1, bool PIPE = false, int FETCH = 256, int PREFETCH = 1>
 __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx, int pidx = 0) {
   static_assert(NPROD == 1 || NPROD == 2, "one or two producer warpgroups");
   static_assert(!PIPE || (!XO && NPROD == 2), "the pipelined form is written for two producer warpgroups without crossover");
@@ -387,9 +390,14 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
     else if constexpr (FETCH == 128) return ptx::ld_nc_v4_l2_128(src);
     else return ptx::ld_nc_v4(src);
   };
+  static_assert(PREFETCH >= 0 && PREFETCH <= 2, "no prefetch, lines or bulk");
   auto prefetch_lines = [&](int s) {
-    if (!L2_PREFETCH || s < 0) return;
+    if (PREFETCH == 0 || s < 0) return;
     const uint8_t* tok = token_ptr(p, s);
+    if constexpr (PREFETCH == 2) {
+      if (q == 0) ptx::prefetch_l2_bulk(tok, TOKEN_BYTES);
+      return;
+    }
     ptx::prefetch_l2(tok + 128 * q);
     if (q < 3) ptx::prefetch_l2(tok + min(128 * (q + 4), TOKEN_BYTES - 1));
   };
@@ -831,6 +839,9 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
 // are zeros at 16 heads). The eleventh session's trace of sparse-h16 found the 64-row consumers' serial
 // chain (Q·Kᵀ, softmax, P hand-over, P·V) setting the block period (docs/sparse-decode.md §20). sQ holds
 // Q's 16 heads as nine 16-row tiles, sm.p holds Pᵀ and sm.scale the cross-warp reductions.
+#ifndef MLA_SPARSE_H16_QPREFETCH
+#define MLA_SPARSE_H16_QPREFETCH 0
+#endif
 template <typename T>
 __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx) {
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -838,6 +849,22 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
   static_assert(sizeof(sm.scale) >= sizeof(float[4][H16_ROWS]) && sizeof(sm.p) >= H16_TILE, "the h16 buffers fit the 64-row kernels' ones");
   const uint32_t q_base = ptx::smem_addr(sm.q), pt_base = ptx::smem_addr(sm.p);
   const uint16_t* q = static_cast<const uint16_t*>(p.q);
+  // MLA_SPARSE_H16_QPREFETCH=1: sQ holds two requests' Q (2 x 18 KB of the 64-row kernels' 72 KB); the
+  // next request's is copied (cp.async) while this one's blocks run, so a request switch does not wait
+  // for a 18 KB load queued behind the producers' gathers (the trace's 16 k-cycle blocks).
+  constexpr bool QPF = MLA_SPARSE_H16_QPREFETCH != 0;
+  constexpr int Q_BYTES = (D_QK / 64) * H16_TILE;
+  static_assert(!QPF || 2 * Q_BYTES <= QK_BYTES, "two h16 Q fit in sQ");
+  auto q_async = [&](int req, int half) {
+    for (int c = tid; c < H16_ROWS * 72; c += 128) {
+      const int head = c / 72, chunk = c % 72;
+      const bool in = head < p.h_q;
+      const uint16_t* src = q + (in ? req * p.q_batch_stride + s_idx * p.q_token_stride + head * p.q_head_stride + chunk * 8 : 0);
+      ptx::cp_async_16(q_base + half * Q_BYTES + (chunk / 8) * H16_TILE + sw128(head, chunk % 8), src, in ? 16u : 0u);
+    }
+    ptx::cp_async_commit();
+  };
+  if constexpr (QPF) q_async(meta.begin_req_idx, 0);
   int it = 0;
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
     const int len = request_length(p, req);
@@ -845,14 +872,25 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
     const int end_blk = req == meta.end_req_idx ? meta.end_block_idx : num_kv_blocks(len);
     const bool is_split = (req == meta.begin_req_idx && meta.is_first_req_splitted) || (req == meta.end_req_idx && meta.is_last_req_splitted);
     ptx::named_barrier_sync(BAR_CONSUMERS, 128);  // the previous request is done with sQ and red
-    for (int c = tid; c < H16_ROWS * 72; c += 128) {
-      const int head = c / 72, chunk = c % 72;
-      uint4 v = make_uint4(0, 0, 0, 0);
-      if (head < p.h_q) v = __ldg(reinterpret_cast<const uint4*>(q + req * p.q_batch_stride + s_idx * p.q_token_stride + head * p.q_head_stride + chunk * 8));
-      *reinterpret_cast<uint4*>(sm.q + (chunk / 8) * H16_TILE + sw128(head, chunk % 8)) = v;
+    const int half = QPF ? (req - meta.begin_req_idx) & 1 : 0;
+    if constexpr (QPF) {
+      if (req < meta.end_req_idx) {  // the other half was the previous request's
+        q_async(req + 1, half ^ 1);
+        ptx::cp_async_wait<1>();
+      } else {
+        ptx::cp_async_wait<0>();
+      }
+    } else {
+      for (int c = tid; c < H16_ROWS * 72; c += 128) {
+        const int head = c / 72, chunk = c % 72;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (head < p.h_q) v = __ldg(reinterpret_cast<const uint4*>(q + req * p.q_batch_stride + s_idx * p.q_token_stride + head * p.q_head_stride + chunk * 8));
+        *reinterpret_cast<uint4*>(sm.q + (chunk / 8) * H16_TILE + sw128(head, chunk % 8)) = v;
+      }
     }
     ptx::fence_proxy_async_smem();
     ptx::named_barrier_sync(BAR_CONSUMERS, 128);
+    const uint32_t q_req = q_base + half * Q_BYTES;
 
     float ot[8][8], m[4], l[4];
     h16_init(ot, m, l);
@@ -869,7 +907,7 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
         if (lane == 0) ptx::mbarrier_arrive(&sm.kempty[stage]);
         continue;
       }
-      h16_qk<T>(st, k_base, q_base);
+      h16_qk<T>(st, k_base, q_req);
       STRACE(it, 2);
 #pragma unroll
       for (int j = 0; j < 4; ++j) mx[j] = MASKED;
@@ -949,7 +987,7 @@ __device__ __forceinline__ void sparse_decode_h16(const SparseParams& p) {
   const int wg = __shfl_sync(0xFFFFFFFFu, static_cast<int>(threadIdx.x / 128), 0);
   if (wg >= 2) {
     if constexpr (H16_PRODUCER_REGS < LAUNCH_REGS_V3) ptx::setmaxnreg_dec<H16_PRODUCER_REGS>();  // (PIPE keeps the launch's 128)
-    producer_v2<false, 2, H16_PIPE, MLA_SPARSE_H16_FETCH, MLA_SPARSE_H16_PREFETCH != 0>(p, sm, *meta, blockIdx.y, wg - 2);
+    producer_v2<false, 2, H16_PIPE, MLA_SPARSE_H16_FETCH, MLA_SPARSE_H16_PREFETCH>(p, sm, *meta, blockIdx.y, wg - 2);
   } else if (wg == 0) {
     ptx::setmaxnreg_inc<H16_CONSUMER_REGS>();
     consumer_h16<ptx::bf16_t>(p, sm, *meta, blockIdx.y);
