@@ -842,12 +842,19 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
 #ifndef MLA_SPARSE_H16_QPREFETCH
 #define MLA_SPARSE_H16_QPREFETCH 0
 #endif
-template <typename T>
-__device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx) {
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  float (&red)[4][H16_ROWS] = *reinterpret_cast<float (*)[4][H16_ROWS]>(sm.scale);
-  static_assert(sizeof(sm.scale) >= sizeof(float[4][H16_ROWS]) && sizeof(sm.p) >= H16_TILE, "the h16 buffers fit the 64-row kernels' ones");
-  const uint32_t q_base = ptx::smem_addr(sm.q), pt_base = ptx::smem_addr(sm.p);
+// DUAL (MLA_SPARSE_H16_DUAL): two consumer warpgroups, wg taking the blocks of odd or even position in
+// the CTA's walk, so always K buffer wg (one warpgroup's chain, Q·Kᵀ -> softmax -> P·V, is ~3.3 k cycles
+// a block on the H200, most of it latency); each keeps its own Oᵀ, m and l for a request, and WG1 hands
+// its part to WG0 through shared memory at the request's end (the split-KV merge, in place).
+template <typename T, bool DUAL = false>
+__device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx, int wg = 0) {
+  const int tid = threadIdx.x - 128 * wg, warp = tid / 32, lane = tid % 32;
+  constexpr int ALL = DUAL ? 256 : 128;  // the consumer threads
+  const uint32_t bar = wg == 0 ? BAR_CONSUMERS : BAR_P_READY, bar_all = DUAL ? BAR_P_FREE : BAR_CONSUMERS;
+  float (&red)[4][H16_ROWS] = *reinterpret_cast<float (*)[4][H16_ROWS]>(wg == 0 ? sm.scale : sm.l);
+  static_assert(sizeof(sm.scale) >= sizeof(float[4][H16_ROWS]) && sizeof(sm.l) >= sizeof(float[4][H16_ROWS]), "each warpgroup's reduction space");
+  static_assert(sizeof(sm.p) >= 4096 + H16_TILE, "each warpgroup's Pᵀ, 1024-aligned");
+  const uint32_t q_base = ptx::smem_addr(sm.q), pt_base = ptx::smem_addr(sm.p) + 4096 * wg;
   const uint16_t* q = static_cast<const uint16_t*>(p.q);
   // MLA_SPARSE_H16_QPREFETCH=1: sQ holds two requests' Q (2 x 18 KB of the 64-row kernels' 72 KB); the
   // next request's is copied (cp.async) while this one's blocks run, so a request switch does not wait
@@ -856,7 +863,7 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
   constexpr int Q_BYTES = (D_QK / 64) * H16_TILE;
   static_assert(!QPF || 2 * Q_BYTES <= QK_BYTES, "two h16 Q fit in sQ");
   auto q_async = [&](int req, int half) {
-    for (int c = tid; c < H16_ROWS * 72; c += 128) {
+    for (int c = threadIdx.x; c < H16_ROWS * 72; c += ALL) {
       const int head = c / 72, chunk = c % 72;
       const bool in = head < p.h_q;
       const uint16_t* src = q + (in ? req * p.q_batch_stride + s_idx * p.q_token_stride + head * p.q_head_stride + chunk * 8 : 0);
@@ -871,7 +878,7 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
     const int start_blk = req == meta.begin_req_idx ? meta.begin_block_idx : 0;
     const int end_blk = req == meta.end_req_idx ? meta.end_block_idx : num_kv_blocks(len);
     const bool is_split = (req == meta.begin_req_idx && meta.is_first_req_splitted) || (req == meta.end_req_idx && meta.is_last_req_splitted);
-    ptx::named_barrier_sync(BAR_CONSUMERS, 128);  // the previous request is done with sQ and red
+    ptx::named_barrier_sync(bar_all, ALL);  // the previous request is done with sQ, red and the merge space
     const int half = QPF ? (req - meta.begin_req_idx) & 1 : 0;
     if constexpr (QPF) {
       if (req < meta.end_req_idx) {  // the other half was the previous request's
@@ -881,7 +888,7 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
         ptx::cp_async_wait<0>();
       }
     } else {
-      for (int c = tid; c < H16_ROWS * 72; c += 128) {
+      for (int c = threadIdx.x; c < H16_ROWS * 72; c += ALL) {
         const int head = c / 72, chunk = c % 72;
         uint4 v = make_uint4(0, 0, 0, 0);
         if (head < p.h_q) v = __ldg(reinterpret_cast<const uint4*>(q + req * p.q_batch_stride + s_idx * p.q_token_stride + head * p.q_head_stride + chunk * 8));
@@ -889,13 +896,14 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
       }
     }
     ptx::fence_proxy_async_smem();
-    ptx::named_barrier_sync(BAR_CONSUMERS, 128);
+    ptx::named_barrier_sync(bar_all, ALL);
     const uint32_t q_req = q_base + half * Q_BYTES;
 
     float ot[8][8], m[4], l[4];
     h16_init(ot, m, l);
 
     for (int blk = start_blk; blk < end_blk; ++blk, ++it) {
+      if (DUAL && (it & 1) != wg) continue;
       const int stage = it % 2;
       // The producer wrote zeros for invalid tokens, so V holds no poison; their scores are masked here.
       STRACE(it, 0);
@@ -917,19 +925,49 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
         st[e] = sm.valid[stage][h16_row(warp, lane, e)] ? st[e] * p.scale_log2 : MASKED;
         mx[j] = fmaxf(mx[j], st[e]);
       }
-      h16_softmax<MLA_SPARSE_LAZY_MAX>(st, mx, m, l, ot, red, warp, lane, BAR_CONSUMERS);
+      h16_softmax<MLA_SPARSE_LAZY_MAX>(st, mx, m, l, ot, red, warp, lane, bar);
       STRACE(it, 3);
-      h16_pv<T>(ot, st, k_base, pt_base, warp, lane, BAR_CONSUMERS);
+      h16_pv<T>(ot, st, k_base, pt_base, warp, lane, bar);
       STRACE(it, 7);
-      // Every lane's reads of the buffer (valid flags) before lane 0's release.
-      __syncwarp();
+      // sm.p and red are the next block's. Lane 0 releases the buffer after the barrier, which orders every
+      // thread's reads of it (the valid flags) before: compute-sanitizer's racecheck models a barrier, not
+      // a __syncwarp, ahead of another thread's mbarrier arrive (it reported that form once buffers were reused).
+      ptx::named_barrier_sync(bar, 128);
       if (lane == 0) ptx::mbarrier_arrive(&sm.kempty[stage]);
-      ptx::named_barrier_sync(BAR_CONSUMERS, 128);  // sm.p and red are the next block's
       STRACE(it, 12);
     }
 
     float L[4] = {l[0], l[1], l[2], l[3]};
-    h16_col_reduce(L, red, warp, lane, BAR_CONSUMERS, [](float a, float b) { return a + b; });
+    h16_col_reduce(L, red, warp, lane, bar, [](float a, float b) { return a + b; });
+    if constexpr (DUAL) {  // WG1's m, L (sm.m) and Oᵀ (fp32, past sQ's two halves) into WG0's
+      float* xo = reinterpret_cast<float*>(sm.q + 2 * Q_BYTES);
+      static_assert(2 * Q_BYTES + 64 * 128 * 4 <= QK_BYTES && sizeof(sm.m) >= 2 * H16_ROWS * 4, "the merge space");
+      if (wg == 1) {
+        if (warp == 0 && lane < 4) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) sm.m[h16_col(lane, j)] = m[j], sm.m[H16_ROWS + h16_col(lane, j)] = L[j];
+        }
+#pragma unroll
+        for (int mb = 0; mb < 8; ++mb)
+#pragma unroll
+          for (int e = 0; e < 8; ++e) xo[(8 * mb + e) * 128 + tid] = ot[mb][e];
+      }
+      ptx::named_barrier_sync(bar_all, ALL);
+      if (wg == 1) continue;
+      float f0[4], f1[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int c = h16_col(lane, j);
+        const float m1 = sm.m[c], M = fmaxf(m[j], m1);
+        f0[j] = ptx::exp2_approx(m[j] - M), f1[j] = ptx::exp2_approx(m1 - M);
+        L[j] = L[j] * f0[j] + sm.m[H16_ROWS + c] * f1[j];
+        m[j] = M;
+      }
+#pragma unroll
+      for (int mb = 0; mb < 8; ++mb)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) ot[mb][e] = ot[mb][e] * f0[h16_j(e)] + xo[(8 * mb + e) * 128 + tid] * f1[h16_j(e)];
+    }
     // The rows' destinations as store_rows computes them (a helper for those, shared with store_rows,
     // changed the shipped v2 and v3 kernels' SASS; left for a session that can re-time them).
     const int slot = p.num_splits[req] + (req == meta.begin_req_idx ? meta.begin_split_idx : 0);
@@ -956,6 +994,9 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
 
 // 512 threads as v3: WG0 the h16 consumer, WG1 idle (its registers go to the others), WG2-3 the v3
 // producers; MLA_SPARSE_H16_PIPE=1 gives them two register sets (producer_v2's PIPE).
+#ifndef MLA_SPARSE_H16_DUAL
+#define MLA_SPARSE_H16_DUAL 0
+#endif
 #ifndef MLA_SPARSE_H16_PIPE
 #define MLA_SPARSE_H16_PIPE 0
 #endif
@@ -966,8 +1007,10 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
 #define MLA_SPARSE_H16_PREFETCH 1
 #endif
 constexpr bool H16_PIPE = MLA_SPARSE_H16_PIPE != 0;
-constexpr int H16_CONSUMER_REGS = H16_PIPE ? 224 : 232, H16_IDLE_REGS = 24, H16_PRODUCER_REGS = H16_PIPE ? LAUNCH_REGS_V3 : PRODUCER_REGS_V3;
-static_assert(H16_CONSUMER_REGS + H16_IDLE_REGS + 2 * H16_PRODUCER_REGS <= 4 * LAUNCH_REGS_V3, "setmaxnreg within the CTA's registers");
+constexpr bool H16_DUAL = MLA_SPARSE_H16_DUAL != 0;
+static_assert(!(H16_DUAL && H16_PIPE), "two consumer warpgroups leave the producers 72 registers");
+constexpr int H16_CONSUMER_REGS = H16_DUAL ? 184 : H16_PIPE ? 224 : 232, H16_IDLE_REGS = 24, H16_PRODUCER_REGS = H16_PIPE ? LAUNCH_REGS_V3 : PRODUCER_REGS_V3;
+static_assert((H16_DUAL ? 2 * H16_CONSUMER_REGS : H16_CONSUMER_REGS + H16_IDLE_REGS) + 2 * H16_PRODUCER_REGS <= 4 * LAUNCH_REGS_V3, "setmaxnreg within the CTA's registers");
 __device__ __forceinline__ void sparse_decode_h16(const SparseParams& p) {
   extern __shared__ uint8_t smem_raw[];
   Smem& sm = smem_struct_1024<Smem>(smem_raw);
@@ -979,7 +1022,7 @@ __device__ __forceinline__ void sparse_decode_h16(const SparseParams& p) {
   if (threadIdx.x == 0) {
     for (int s = 0; s < 2; ++s) {
       ptx::mbarrier_init(&sm.kfull[s], 128 * 2);
-      ptx::mbarrier_init(&sm.kempty[s], 4);  // WG0's warps
+      ptx::mbarrier_init(&sm.kempty[s], 4);  // the consuming warpgroup's warps (WG0, or WG s with DUAL)
     }
     ptx::fence_mbarrier_init();
   }
@@ -988,9 +1031,9 @@ __device__ __forceinline__ void sparse_decode_h16(const SparseParams& p) {
   if (wg >= 2) {
     if constexpr (H16_PRODUCER_REGS < LAUNCH_REGS_V3) ptx::setmaxnreg_dec<H16_PRODUCER_REGS>();  // (PIPE keeps the launch's 128)
     producer_v2<false, 2, H16_PIPE, MLA_SPARSE_H16_FETCH, MLA_SPARSE_H16_PREFETCH>(p, sm, *meta, blockIdx.y, wg - 2);
-  } else if (wg == 0) {
+  } else if (wg == 0 || H16_DUAL) {
     ptx::setmaxnreg_inc<H16_CONSUMER_REGS>();
-    consumer_h16<ptx::bf16_t>(p, sm, *meta, blockIdx.y);
+    consumer_h16<ptx::bf16_t, H16_DUAL>(p, sm, *meta, blockIdx.y, wg);
   } else {
     ptx::setmaxnreg_dec<H16_IDLE_REGS>();
   }
