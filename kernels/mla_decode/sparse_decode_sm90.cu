@@ -39,6 +39,14 @@ constexpr int LAUNCH_REGS_V3 = (65536 / THREADS_V3) / 8 * 8;
 constexpr int WG0_REGS_V3 = 208, WG1_REGS_V3 = 160, PRODUCER_REGS_V3 = 72;  // 216 / 160 / 64 spilled 40 B
 static_assert(WG0_REGS_V3 + WG1_REGS_V3 + 2 * PRODUCER_REGS_V3 <= 4 * LAUNCH_REGS_V3, "setmaxnreg within the CTA's registers");
 
+// MLA_SPARSE_KEMPTY_LANES=1: every consumer thread arrives on kempty (its own reads of the buffer, the
+// valid flags, released by its own arrive), not lane 0 after __syncwarp: the same order under the PTX
+// memory model, but compute-sanitizer's racecheck reports the lane-0 form once a buffer is reused (a
+// long top-k list; the sanitizer suite's lists did not reuse one).
+#ifndef MLA_SPARSE_KEMPTY_LANES
+#define MLA_SPARSE_KEMPTY_LANES 0
+#endif
+constexpr bool KEMPTY_LANES = MLA_SPARSE_KEMPTY_LANES != 0;
 enum : uint32_t { BAR_CONSUMERS = 1, BAR_P_READY = 2, BAR_P_FREE = 3, BAR_L_READY = 4 };
 
 // Timing ablations (wrong outputs; never shipped): MLA_ABLATE_SPARSE_CONSUMERS makes the consumers
@@ -60,7 +68,10 @@ __device__ long long mla_sparse_trace[MLA_TRACE][20];
 }
 #define STRACE(it, ev)                                                                                                   \
   do {                                                                                                                   \
-    if ((it) < MLA_TRACE && (threadIdx.x & 127) == 0 && (blockIdx.x | blockIdx.y | blockIdx.z) == 0) mla_sparse_trace[it][ev] = clock64(); \
+    if ((it) < MLA_TRACE && (threadIdx.x & 127) == 0 && (blockIdx.x | blockIdx.y | blockIdx.z) == 0) {                    \
+      mla_sparse_trace[it][ev] = clock64();                                                                               \
+      if ((ev) == 0) mla_sparse_trace[it][19] = static_cast<long long>(ptx::globaltimer());                             \
+    }                                                                                                                    \
   } while (0)
 #else
 #define STRACE(it, ev) \
@@ -390,12 +401,21 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
     else if constexpr (FETCH == 128) return ptx::ld_nc_v4_l2_128(src);
     else return ptx::ld_nc_v4(src);
   };
-  static_assert(PREFETCH >= 0 && PREFETCH <= 2, "no prefetch, lines or bulk");
+  static_assert(PREFETCH >= 0 && PREFETCH <= 3, "no prefetch, lines, bulk or interior lines");
   auto prefetch_lines = [&](int s) {
     if (PREFETCH == 0 || s < 0) return;
     const uint8_t* tok = token_ptr(p, s);
     if constexpr (PREFETCH == 2) {
       if (q == 0) ptx::prefetch_l2_bulk(tok, TOKEN_BYTES);
+      return;
+    }
+    if constexpr (PREFETCH == 3) {  // only the lines the token fills; its partial edge lines come by the loads' sectors
+      const uintptr_t a = reinterpret_cast<uintptr_t>(tok), first = (a + 127) / 128, end = (a + TOKEN_BYTES) / 128;  // [first, end) full
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const uintptr_t line = a / 128 + q + 4 * i;
+        if (line >= first && line < end) ptx::prefetch_l2(reinterpret_cast<const void*>(line * 128));
+      }
       return;
     }
     ptx::prefetch_l2(tok + 128 * q);
@@ -698,9 +718,10 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
       // st.async (producer v1) keeps it.
       if constexpr (XO && !XO_BULK) ptx::fence_proxy_async_smem();
       if constexpr (ABLATE_CONSUMERS) {
+        if constexpr (KEMPTY_LANES) ptx::mbarrier_arrive(&sm.kempty[stage]);
         __syncwarp();
         if (lane == 0) {
-          ptx::mbarrier_arrive(&sm.kempty[stage]);
+          if constexpr (!KEMPTY_LANES) ptx::mbarrier_arrive(&sm.kempty[stage]);
           if constexpr (XO) ptx::mbarrier_arrive_remote_relaxed(ptx::mapa_shared(ptx::smem_addr(&sm.kempty[stage]), ptx::cluster_ctarank() ^ 1u));
         }
         continue;
@@ -791,9 +812,10 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
       }
       // Lane 0 arrives for its warp: the other lanes' reads of this buffer (the valid flags) must be
       // ordered before it, since an mbarrier arrive releases only the arriving thread's accesses.
+      if constexpr (KEMPTY_LANES) ptx::mbarrier_arrive(&sm.kempty[stage]);
       __syncwarp();
       if (lane == 0) {
-        ptx::mbarrier_arrive(&sm.kempty[stage]);
+        if constexpr (!KEMPTY_LANES) ptx::mbarrier_arrive(&sm.kempty[stage]);
         // The peer's producer also writes into this buffer: release it there too.
         // Relaxed: this warp's reads of the buffer are complete (wgmma_wait), and the release form's
         // fence (ERRBAR) held each consumer warp 8 % of its samples in ncu.
@@ -912,7 +934,7 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
       const uint32_t k_base = ptx::smem_addr(sm.k[stage]);
       float st[8], mx[4];
       if constexpr (ABLATE_CONSUMERS) {  // the producers' rate: release at once (wrong outputs)
-        if (lane == 0) ptx::mbarrier_arrive(&sm.kempty[stage]);
+        if (KEMPTY_LANES || lane == 0) ptx::mbarrier_arrive(&sm.kempty[stage]);
         continue;
       }
       h16_qk<T>(st, k_base, q_req);
@@ -933,7 +955,7 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
       // thread's reads of it (the valid flags) before: compute-sanitizer's racecheck models a barrier, not
       // a __syncwarp, ahead of another thread's mbarrier arrive (it reported that form once buffers were reused).
       ptx::named_barrier_sync(bar, 128);
-      if (lane == 0) ptx::mbarrier_arrive(&sm.kempty[stage]);
+      if (KEMPTY_LANES || lane == 0) ptx::mbarrier_arrive(&sm.kempty[stage]);
       STRACE(it, 12);
     }
 
@@ -1022,7 +1044,7 @@ __device__ __forceinline__ void sparse_decode_h16(const SparseParams& p) {
   if (threadIdx.x == 0) {
     for (int s = 0; s < 2; ++s) {
       ptx::mbarrier_init(&sm.kfull[s], 128 * 2);
-      ptx::mbarrier_init(&sm.kempty[s], 4);  // the consuming warpgroup's warps (WG0, or WG s with DUAL)
+      ptx::mbarrier_init(&sm.kempty[s], KEMPTY_LANES ? 128 : 4);  // the consuming warpgroup's warps or threads (WG0, or WG s with DUAL)
     }
     ptx::fence_mbarrier_init();
   }
@@ -1055,7 +1077,7 @@ __device__ __forceinline__ void sparse_decode(const SparseParams& p) {
   if (threadIdx.x == 0) {
     for (int s = 0; s < 2; ++s) {
       ptx::mbarrier_init(&sm.kfull[s], 128 * NPROD);
-      ptx::mbarrier_init(&sm.kempty[s], (XO ? 2 : 1) * CONSUMER_THREADS / 32);
+      ptx::mbarrier_init(&sm.kempty[s], KEMPTY_LANES ? CONSUMER_THREADS + (XO ? CONSUMER_THREADS / 32 : 0) : (XO ? 2 : 1) * CONSUMER_THREADS / 32);
     }
     ptx::fence_mbarrier_init();
   }

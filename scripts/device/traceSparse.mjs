@@ -25,7 +25,7 @@ if (h16) {
   Object.assign(EVENTS, { 2: "WG0 Q·Kᵀ retired", 3: "WG0 softmax done", 7: "WG0 P·V retired", 12: "WG0 block barrier passed" });
   for (const ev of [4, 5, 6, 8, 9, 10, 11]) EVENTS[ev] = "(not recorded)";
 }
-// Events per block in mla_sparse_trace (sparse_decode_sm90.cu); the last slot is unused.
+// Events per block in mla_sparse_trace (sparse_decode_sm90.cu); the last slot holds %globaltimer at event 0.
 const STRIDE = 20;
 const caseName = process.argv[2] ?? "sparse-v32";
 const c = benchCaseByName(caseName);
@@ -58,6 +58,12 @@ const median = (xs) => {
 console.log(`${caseName}: ${last} of ${n} traced blocks recorded (CTA 0, last of 5 calls)`);
 const periods = steady.map((b) => Number(at(b + 1, 0) - at(b, 0)));
 console.log(`block period (WG0 top to next top): median ${median(periods)} cycles, min ${Math.min(...periods)}, max ${Math.max(...periods)}`);
+// Slot 19: the global timer (ns) at event 0, so cycles per block convert to time at the clock it ran at.
+const b0 = steady[0], b1 = steady[steady.length - 1];
+if (b1 > b0 && t[STRIDE * b1 + 19] > t[STRIDE * b0 + 19]) {
+  const mhz = (Number(at(b1, 0) - at(b0, 0)) / Number(t[STRIDE * b1 + 19] - t[STRIDE * b0 + 19])) * 1000;
+  console.log(`SM clock over blocks ${b0}-${b1}: ${mhz.toFixed(0)} MHz (clock64 against %globaltimer)`);
+}
 let prev = 0;
 EVENTS.forEach((name, ev) => {
   const d = median(steady.map((b) => Number(at(b, ev) - at(b, 0))));
