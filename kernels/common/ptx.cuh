@@ -545,14 +545,6 @@ __device__ __forceinline__ uint4 ld_nc_v4_l2_256(const void* p) {
   return v;
 }
 
-// ld.global.nc.L1::evict_last.L2::128B.v4: the same, with L2 fetching the 128-byte line (less over-fetch
-// than 256 bytes at the edges of a 656-byte token, which starts on any 16-byte boundary).
-__device__ __forceinline__ uint4 ld_nc_v4_l2_128(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.nc." MLA_GATHER_L1 ".L2::128B.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  return v;
-}
-
 // Packs two f32 into 16-bit pairs (low half = first argument), the A-fragment format of wgmma.
 template <typename T>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {

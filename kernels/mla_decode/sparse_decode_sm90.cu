@@ -39,14 +39,6 @@ constexpr int LAUNCH_REGS_V3 = (65536 / THREADS_V3) / 8 * 8;
 constexpr int WG0_REGS_V3 = 208, WG1_REGS_V3 = 160, PRODUCER_REGS_V3 = 72;  // 216 / 160 / 64 spilled 40 B
 static_assert(WG0_REGS_V3 + WG1_REGS_V3 + 2 * PRODUCER_REGS_V3 <= 4 * LAUNCH_REGS_V3, "setmaxnreg within the CTA's registers");
 
-// MLA_SPARSE_KEMPTY_LANES=1: every consumer thread arrives on kempty (its own reads of the buffer, the
-// valid flags, released by its own arrive), not lane 0 after __syncwarp: the same order under the PTX
-// memory model, but compute-sanitizer's racecheck reports the lane-0 form once a buffer is reused (a
-// long top-k list; the sanitizer suite's lists did not reuse one).
-#ifndef MLA_SPARSE_KEMPTY_LANES
-#define MLA_SPARSE_KEMPTY_LANES 0
-#endif
-constexpr bool KEMPTY_LANES = MLA_SPARSE_KEMPTY_LANES != 0;
 enum : uint32_t { BAR_CONSUMERS = 1, BAR_P_READY = 2, BAR_P_FREE = 3, BAR_L_READY = 4 };
 
 // Timing ablations (wrong outputs; never shipped): MLA_ABLATE_SPARSE_CONSUMERS makes the consumers
@@ -371,14 +363,11 @@ __device__ __forceinline__ void producer_crossover(const SparseParams& p, Smem& 
 // are not rewritten before the copy has read them: this CTA's kempty needs the peer consumers' release,
 // which follows their kfull wait, which the copy's complete_tx ends.
 
-// PIPE (the h16 kernel, MLA_SPARSE_H16_PIPE): two register sets, so block n+1's loads fly while block n
-// waits for its buffer and is converted, and the L2 prefetch runs three blocks ahead instead of two.
-// FETCH: the gathers' L2 fetch-size hint in bytes (256, 128, or 0 for none); PREFETCH: how the tokens
-// are warmed in L2 ahead of the loads: 1 their 128-byte lines (prefetch.global.L2, per-thread addresses),
-// 2 exactly their 656 bytes (cp.async.bulk.prefetch.L2, one lane per token; the lines' form fetches the
-// partial first and last lines whole: 403 MB from DRAM where the tokens are 344 MB at sparse-h16), 0 none
-// (the h16 kernel's MLA_SPARSE_H16_FETCH and MLA_SPARSE_H16_PREFETCH).
-template <bool XO, int NPROD = 1, bool PIPE = false, int FETCH = 256, int PREFETCH = 1>
+// PIPE (the h16 kernel's MLA_SPARSE_H16_PIPE, an experiment): two register sets, so block n+1's loads fly
+// while block n waits for its buffer and is converted, and the L2 prefetch runs three blocks ahead
+// instead of two. Correct on the H200 and slower (sparse-h16 176.9 vs 171.7 µs; the producers alone
+// 134.9 vs 132.1): the gathers were not waiting on their own latency (docs/sparse-decode.md §21).
+template <bool XO, int NPROD = 1, bool PIPE = false>
 __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx, int pidx = 0) {
   static_assert(NPROD == 1 || NPROD == 2, "one or two producer warpgroups");
   static_assert(!PIPE || (!XO && NPROD == 2), "the pipelined form is written for two producer warpgroups without crossover");
@@ -395,29 +384,9 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
   // last byte), per-thread addresses. The bulk prefetch (prefetch_token) takes uniform operands, so for
   // eight tokens per warp it ran as an eight-trip loop: 13 % of the producer's samples in ncu; this form
   // took sparse-v32 from 540.5 to 488.8 µs on the H200.
-  static_assert(FETCH == 0 || FETCH == 128 || FETCH == 256, "an L2 fetch size PTX names");
-  auto gather = [](const uint8_t* src) {
-    if constexpr (FETCH == 256) return ptx::ld_nc_v4_l2_256(src);
-    else if constexpr (FETCH == 128) return ptx::ld_nc_v4_l2_128(src);
-    else return ptx::ld_nc_v4(src);
-  };
-  static_assert(PREFETCH >= 0 && PREFETCH <= 3, "no prefetch, lines, bulk or interior lines");
   auto prefetch_lines = [&](int s) {
-    if (PREFETCH == 0 || s < 0) return;
+    if (s < 0) return;
     const uint8_t* tok = token_ptr(p, s);
-    if constexpr (PREFETCH == 2) {
-      if (q == 0) ptx::prefetch_l2_bulk(tok, TOKEN_BYTES);
-      return;
-    }
-    if constexpr (PREFETCH == 3) {  // only the lines the token fills; its partial edge lines come by the loads' sectors
-      const uintptr_t a = reinterpret_cast<uintptr_t>(tok), first = (a + 127) / 128, end = (a + TOKEN_BYTES) / 128;  // [first, end) full
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const uintptr_t line = a / 128 + q + 4 * i;
-        if (line >= first && line < end) ptx::prefetch_l2(reinterpret_cast<const void*>(line * 128));
-      }
-      return;
-    }
     ptx::prefetch_l2(tok + 128 * q);
     if (q < 3) ptx::prefetch_l2(tok + min(128 * (q + 4), TOKEN_BYTES - 1));
   };
@@ -439,7 +408,7 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
     const uint8_t* tok = token_ptr(p, s >= 0 ? s : 0);
     if constexpr (SPLIT) {
 #pragma unroll
-      for (int k = 0; k < 4; ++k) raw[r][k] = gather(tok + 64 * (4 * pidx + k) + 16 * q);
+      for (int k = 0; k < 4; ++k) raw[r][k] = ptx::ld_nc_v4_l2_256(tok + 64 * (4 * pidx + k) + 16 * q);
       sc4[r] = ptx::ld_nc_v4(tok + 512);
       if (pidx == 0) {
 #pragma unroll
@@ -447,7 +416,7 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
       }
     } else {
 #pragma unroll
-      for (int k = 0; k < 8; ++k) raw[r][k] = gather(tok + 64 * k + 16 * q);
+      for (int k = 0; k < 8; ++k) raw[r][k] = ptx::ld_nc_v4_l2_256(tok + 64 * k + 16 * q);
       sc4[r] = ptx::ld_nc_v4(tok + 512);
 #pragma unroll
       for (int k = 0; k < 2; ++k) rope[r][k] = ptx::ld_nc_v4(tok + 528 + 64 * k + 16 * q);
@@ -718,10 +687,9 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
       // st.async (producer v1) keeps it.
       if constexpr (XO && !XO_BULK) ptx::fence_proxy_async_smem();
       if constexpr (ABLATE_CONSUMERS) {
-        if constexpr (KEMPTY_LANES) ptx::mbarrier_arrive(&sm.kempty[stage]);
         __syncwarp();
         if (lane == 0) {
-          if constexpr (!KEMPTY_LANES) ptx::mbarrier_arrive(&sm.kempty[stage]);
+          ptx::mbarrier_arrive(&sm.kempty[stage]);
           if constexpr (XO) ptx::mbarrier_arrive_remote_relaxed(ptx::mapa_shared(ptx::smem_addr(&sm.kempty[stage]), ptx::cluster_ctarank() ^ 1u));
         }
         continue;
@@ -812,10 +780,9 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
       }
       // Lane 0 arrives for its warp: the other lanes' reads of this buffer (the valid flags) must be
       // ordered before it, since an mbarrier arrive releases only the arriving thread's accesses.
-      if constexpr (KEMPTY_LANES) ptx::mbarrier_arrive(&sm.kempty[stage]);
       __syncwarp();
       if (lane == 0) {
-        if constexpr (!KEMPTY_LANES) ptx::mbarrier_arrive(&sm.kempty[stage]);
+        ptx::mbarrier_arrive(&sm.kempty[stage]);
         // The peer's producer also writes into this buffer: release it there too.
         // Relaxed: this warp's reads of the buffer are complete (wgmma_wait), and the release form's
         // fence (ERRBAR) held each consumer warp 8 % of its samples in ncu.
@@ -862,12 +829,14 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
 // chain (Q·Kᵀ, softmax, P hand-over, P·V) setting the block period (docs/sparse-decode.md §20). sQ holds
 // Q's 16 heads as nine 16-row tiles, sm.p holds Pᵀ and sm.scale the cross-warp reductions.
 #ifndef MLA_SPARSE_H16_QPREFETCH
-#define MLA_SPARSE_H16_QPREFETCH 0
+#define MLA_SPARSE_H16_QPREFETCH 1
 #endif
-// DUAL (MLA_SPARSE_H16_DUAL): two consumer warpgroups, wg taking the blocks of odd or even position in
-// the CTA's walk, so always K buffer wg (one warpgroup's chain, Q·Kᵀ -> softmax -> P·V, is ~3.3 k cycles
-// a block on the H200, most of it latency); each keeps its own Oᵀ, m and l for a request, and WG1 hands
-// its part to WG0 through shared memory at the request's end (the split-KV merge, in place).
+// DUAL (MLA_SPARSE_H16_DUAL, an experiment): two consumer warpgroups, wg taking the blocks of odd or even
+// position in the CTA's walk, so always K buffer wg (one warpgroup's chain, Q·Kᵀ -> softmax -> P·V, is
+// ~3.3 k cycles a block on the H200, most of it latency); each keeps its own Oᵀ, m and l for a request,
+// and WG1 hands its part to WG0 through shared memory at the request's end (the split-KV merge, in
+// place). Correct on the H200 and slower (sparse-h16 175.0 vs 171.3 µs): the producers bound the kernel,
+// and WG0 then waited ~4.9 k cycles a block for K; it is for a faster producer.
 template <typename T, bool DUAL = false>
 __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx, int wg = 0) {
   const int tid = threadIdx.x - 128 * wg, warp = tid / 32, lane = tid % 32;
@@ -878,9 +847,10 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
   static_assert(sizeof(sm.p) >= 4096 + H16_TILE, "each warpgroup's Pᵀ, 1024-aligned");
   const uint32_t q_base = ptx::smem_addr(sm.q), pt_base = ptx::smem_addr(sm.p) + 4096 * wg;
   const uint16_t* q = static_cast<const uint16_t*>(p.q);
-  // MLA_SPARSE_H16_QPREFETCH=1: sQ holds two requests' Q (2 x 18 KB of the 64-row kernels' 72 KB); the
-  // next request's is copied (cp.async) while this one's blocks run, so a request switch does not wait
-  // for a 18 KB load queued behind the producers' gathers (the trace's 16 k-cycle blocks).
+  // MLA_SPARSE_H16_QPREFETCH=1 (the default): sQ holds two requests' Q (2 x 18 KB of the 64-row kernels'
+  // 72 KB); the next request's is copied (cp.async) while this one's blocks run, so a request switch does
+  // not wait for an 18 KB load queued behind the producers' gathers. H200, sparse-h16: 170.4 / 170.9 µs
+  // against 171.6 / 171.9 with the synchronous load (two rounds, one call).
   constexpr bool QPF = MLA_SPARSE_H16_QPREFETCH != 0;
   constexpr int Q_BYTES = (D_QK / 64) * H16_TILE;
   static_assert(!QPF || 2 * Q_BYTES <= QK_BYTES, "two h16 Q fit in sQ");
@@ -934,7 +904,7 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
       const uint32_t k_base = ptx::smem_addr(sm.k[stage]);
       float st[8], mx[4];
       if constexpr (ABLATE_CONSUMERS) {  // the producers' rate: release at once (wrong outputs)
-        if (KEMPTY_LANES || lane == 0) ptx::mbarrier_arrive(&sm.kempty[stage]);
+        if (lane == 0) ptx::mbarrier_arrive(&sm.kempty[stage]);
         continue;
       }
       h16_qk<T>(st, k_base, q_req);
@@ -955,7 +925,7 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
       // thread's reads of it (the valid flags) before: compute-sanitizer's racecheck models a barrier, not
       // a __syncwarp, ahead of another thread's mbarrier arrive (it reported that form once buffers were reused).
       ptx::named_barrier_sync(bar, 128);
-      if (KEMPTY_LANES || lane == 0) ptx::mbarrier_arrive(&sm.kempty[stage]);
+      if (lane == 0) ptx::mbarrier_arrive(&sm.kempty[stage]);
       STRACE(it, 12);
     }
 
@@ -1022,12 +992,6 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
 #ifndef MLA_SPARSE_H16_PIPE
 #define MLA_SPARSE_H16_PIPE 0
 #endif
-#ifndef MLA_SPARSE_H16_FETCH
-#define MLA_SPARSE_H16_FETCH 256
-#endif
-#ifndef MLA_SPARSE_H16_PREFETCH
-#define MLA_SPARSE_H16_PREFETCH 1
-#endif
 constexpr bool H16_PIPE = MLA_SPARSE_H16_PIPE != 0;
 constexpr bool H16_DUAL = MLA_SPARSE_H16_DUAL != 0;
 static_assert(!(H16_DUAL && H16_PIPE), "two consumer warpgroups leave the producers 72 registers");
@@ -1044,7 +1008,7 @@ __device__ __forceinline__ void sparse_decode_h16(const SparseParams& p) {
   if (threadIdx.x == 0) {
     for (int s = 0; s < 2; ++s) {
       ptx::mbarrier_init(&sm.kfull[s], 128 * 2);
-      ptx::mbarrier_init(&sm.kempty[s], KEMPTY_LANES ? 128 : 4);  // the consuming warpgroup's warps or threads (WG0, or WG s with DUAL)
+      ptx::mbarrier_init(&sm.kempty[s], 4);  // the consuming warpgroup's warps (WG0, or WG s with DUAL)
     }
     ptx::fence_mbarrier_init();
   }
@@ -1052,7 +1016,7 @@ __device__ __forceinline__ void sparse_decode_h16(const SparseParams& p) {
   const int wg = __shfl_sync(0xFFFFFFFFu, static_cast<int>(threadIdx.x / 128), 0);
   if (wg >= 2) {
     if constexpr (H16_PRODUCER_REGS < LAUNCH_REGS_V3) ptx::setmaxnreg_dec<H16_PRODUCER_REGS>();  // (PIPE keeps the launch's 128)
-    producer_v2<false, 2, H16_PIPE, MLA_SPARSE_H16_FETCH, MLA_SPARSE_H16_PREFETCH>(p, sm, *meta, blockIdx.y, wg - 2);
+    producer_v2<false, 2, H16_PIPE>(p, sm, *meta, blockIdx.y, wg - 2);
   } else if (wg == 0 || H16_DUAL) {
     ptx::setmaxnreg_inc<H16_CONSUMER_REGS>();
     consumer_h16<ptx::bf16_t, H16_DUAL>(p, sm, *meta, blockIdx.y, wg);
@@ -1077,7 +1041,7 @@ __device__ __forceinline__ void sparse_decode(const SparseParams& p) {
   if (threadIdx.x == 0) {
     for (int s = 0; s < 2; ++s) {
       ptx::mbarrier_init(&sm.kfull[s], 128 * NPROD);
-      ptx::mbarrier_init(&sm.kempty[s], KEMPTY_LANES ? CONSUMER_THREADS + (XO ? CONSUMER_THREADS / 32 : 0) : (XO ? 2 : 1) * CONSUMER_THREADS / 32);
+      ptx::mbarrier_init(&sm.kempty[s], (XO ? 2 : 1) * CONSUMER_THREADS / 32);
     }
     ptx::fence_mbarrier_init();
   }

@@ -68,7 +68,7 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
   },
   dense_h16: {
     name: "dense_h16",
-    description: "flashMlaWithKvcache, kernel \"h16\": at most 16 query rows per KV head, the block's tokens as wgmma's M and the rows as N (a quarter of the seesaw's tensor work); experimental, written without a GPU",
+    description: "flashMlaWithKvcache, kernel \"h16\": at most 16 query rows per KV head, the block's tokens as wgmma's M and the rows as N (a quarter of the seesaw's tensor work); experimental (its GPU test passes on the H200)",
     kinds: ["dense"],
     maxRowsPerKv: H16_MAX_ROWS,
     run: (args: FlashMlaWithKvcacheArgs) => flashMlaWithKvcache({ ...args, kernel: "h16" }),
@@ -81,7 +81,7 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
   },
   sparse: {
     name: "sparse",
-    description: `flashMlaWithKvcache with indices: producer ${SPARSE_DEFAULT.producer ?? "v3"}, crossover where h_q = 128 (SPARSE_DEFAULT); the default`,
+    description: `flashMlaWithKvcache with indices: producer ${SPARSE_DEFAULT.producer ?? "v3"}, crossover where h_q = 128, the h16 consumer where h_q <= 16 (SPARSE_DEFAULT); the default`,
     kinds: ["sparse"],
     crossover: SPARSE_DEFAULT.crossover ?? false,
     crossoverPartner: "sparse_v3",
@@ -140,7 +140,7 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
   },
   sparse_h16: {
     name: "sparse_h16",
-    description: "sparseDecodeGpu with the h16 consumer (tokens as wgmma's M, the heads as N; h_q <= 16) and producer v3; experimental, written without a GPU",
+    description: "sparseDecodeGpu with the h16 consumer (tokens as wgmma's M, the heads as N; h_q <= 16) and producer v3, forced (`sparse` picks it where h_q <= 16)",
     kinds: ["sparse"],
     headCounts: [8, 16],
     crossover: false,

@@ -30,12 +30,43 @@ export interface SparseDecodeOptions {
    */
   producer?: "v1" | "v2" | "v3";
   /**
-   * Experimental (written after the eleventh session's last device call, not yet run on a GPU): the
-   * consumer with the tokens as wgmma's M and the heads as N, for h_q <= 16 (a quarter of the 64-row
-   * consumers' tensor work there), with the v3 producers; not with crossover.
+   * The consumer with the tokens as wgmma's M and the heads as N, for h_q <= 16 (a quarter of the 64-row
+   * consumers' tensor work there), with the v3 producers; not with crossover. "auto": where h_q <= 16,
+   * the producer is v3 and there is no crossover (flashMlaWithKvcache's choice; on the H200 at sparse-h16
+   * 171.3 µs against 186.6 for the 64-row v3 kernel).
    * @default false
    */
-  h16?: boolean;
+  h16?: boolean | "auto";
+}
+
+/** The kernel `opts` selects for a call of `h_q` heads (num_head_tiles 64-head CTAs per query token). */
+export interface SparseKernelChoice {
+  producer: "v1" | "v2" | "v3";
+  crossover: boolean;
+  h16: boolean;
+}
+
+/** The options' values alone (no tensor needed), refused with an ArgumentError naming the option. */
+function checkSparseOptions(opts: SparseDecodeOptions): void {
+  sparseProducer(opts);
+  if (opts.crossover !== undefined && typeof opts.crossover !== "boolean" && opts.crossover !== "h128") {
+    throw new ArgumentError(FN, "crossover", 'true, false or "h128"', String(opts.crossover));
+  }
+  if (opts.h16 !== undefined && typeof opts.h16 !== "boolean" && opts.h16 !== "auto") throw new ArgumentError(FN, "h16", 'true, false or "auto"', String(opts.h16));
+}
+
+/** Resolves `opts` against the call's head count, refusing what no kernel runs (ArgumentError). */
+export function sparseKernelChoice(opts: SparseDecodeOptions, shape: { h_q: number; num_head_tiles: number }): SparseKernelChoice {
+  checkSparseOptions(opts);
+  const producer = sparseProducer(opts);
+  const crossover = opts.crossover === "h128" ? shape.num_head_tiles === 2 : opts.crossover === true;
+  if (crossover && shape.num_head_tiles !== 2) {
+    throw new ArgumentError(FN, "crossover", "h_q = 128 (a cluster of the two 64-head CTAs of a query token)", `h_q = ${shape.h_q}`);
+  }
+  const h16 = opts.h16 === "auto" ? shape.h_q <= 16 && producer === "v3" && !crossover : opts.h16 === true;
+  if (h16 && shape.h_q > 16) throw new ArgumentError(FN, "h16", "h_q <= 16 (the heads are wgmma's N)", `h_q = ${shape.h_q}`);
+  if (h16 && (crossover || producer !== "v3")) throw new ArgumentError(FN, "h16", "the v3 producers without crossover", `producer ${producer}, crossover ${crossover}`);
+  return { producer, crossover, h16 };
 }
 
 /**
@@ -53,20 +84,10 @@ export function sparseProducer(opts: SparseDecodeOptions): "v1" | "v2" | "v3" {
 }
 
 export function sparseDecodeGpu(args: FlashMlaWithKvcacheArgs, opts: SparseDecodeOptions = {}): FlashMlaResult {
-  // The options first (they need no tensor), then the arguments; all before anything is allocated.
-  const producer = sparseProducer(opts);
-  if (opts.crossover !== undefined && typeof opts.crossover !== "boolean" && opts.crossover !== "h128") {
-    throw new ArgumentError(FN, "crossover", 'true, false or "h128"', String(opts.crossover));
-  }
+  // The options first (those that need no tensor), then the arguments; all before anything is allocated.
+  checkSparseOptions(opts);
   const shape = validateSparseArgs(args);
-  const xo = opts.crossover === "h128" ? shape.num_head_tiles === 2 : opts.crossover === true;
-  if (xo && shape.num_head_tiles !== 2) {
-    throw new ArgumentError(FN, "crossover", "h_q = 128 (a cluster of the two 64-head CTAs of a query token)", `h_q = ${shape.h_q}`);
-  }
-  if (opts.h16 !== undefined && typeof opts.h16 !== "boolean") throw new ArgumentError(FN, "h16", "true or false", String(opts.h16));
-  const h16 = opts.h16 === true;
-  if (h16 && shape.h_q > 16) throw new ArgumentError(FN, "h16", "h_q <= 16 (the heads are wgmma's N)", `h_q = ${shape.h_q}`);
-  if (h16 && (xo || producer !== "v3")) throw new ArgumentError(FN, "h16", 'the v3 producers without crossover', `producer ${producer}, crossover ${xo}`);
+  const { producer, crossover: xo, h16 } = sparseKernelChoice(opts, shape);
   const { q, kCache, stream } = args;
   const indices = args.indices!;
   const meta = args.schedMeta;

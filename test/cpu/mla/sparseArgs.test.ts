@@ -5,7 +5,7 @@ import { flashMlaWithKvcache, SPARSE_DEFAULT, validateDenseArgs, type FlashMlaWi
 import { getMlaMetadata, MlaSchedMeta } from "../../../src/mla/MlaSchedMeta.js";
 import { referenceArgs } from "../../../src/mla/referenceArgs.js";
 import { isSparseCall, SPARSE_HEAD_COUNTS, validateSparseArgs } from "../../../src/mla/sparseArgs.js";
-import { sparseDecodeGpu, sparseProducer } from "../../../src/mla/sparseDecodeGpu.js";
+import { sparseDecodeGpu, sparseKernelChoice, sparseProducer } from "../../../src/mla/sparseDecodeGpu.js";
 import { Tensor } from "../../../src/runtime/Tensor.js";
 import { makeSparseCase } from "../../helpers/makeDecodeCase.js";
 
@@ -242,4 +242,21 @@ test("sparseProducer(): v3 unless asked, with or without crossover, as flashMlaW
   assert.equal(sparseProducer(SPARSE_DEFAULT), SPARSE_DEFAULT.producer);
   assert.equal(sparseProducer({ producer: "v2", crossover: true }), "v2");
   assert.throws(() => sparseProducer({ producer: "v9" as "v3" }), ArgumentError);
+});
+
+test("sparseKernelChoice(): SPARSE_DEFAULT runs crossover at 128 heads, the h16 consumer at 8 and 16, plain v3 between", () => {
+  const at = (h_q: number) => ({ h_q, num_head_tiles: Math.ceil(h_q / 64) });
+  assert.deepEqual(sparseKernelChoice(SPARSE_DEFAULT, at(128)), { producer: "v3", crossover: true, h16: false });
+  assert.deepEqual(sparseKernelChoice(SPARSE_DEFAULT, at(64)), { producer: "v3", crossover: false, h16: false });
+  assert.deepEqual(sparseKernelChoice(SPARSE_DEFAULT, at(32)), { producer: "v3", crossover: false, h16: false });
+  assert.deepEqual(sparseKernelChoice(SPARSE_DEFAULT, at(16)), { producer: "v3", crossover: false, h16: true });
+  assert.deepEqual(sparseKernelChoice(SPARSE_DEFAULT, at(8)), { producer: "v3", crossover: false, h16: true });
+  // "auto" steps aside for another producer; the forced form refuses it and more than 16 heads.
+  assert.deepEqual(sparseKernelChoice({ h16: "auto", producer: "v2" }, at(16)), { producer: "v2", crossover: false, h16: false });
+  assert.deepEqual(sparseKernelChoice({}, at(16)), { producer: "v3", crossover: false, h16: false });
+  const refused = (arg: string, re: RegExp) => (e: unknown) => e instanceof ArgumentError && e.message.includes(`'${arg}'`) && re.test(e.message);
+  assert.throws(() => sparseKernelChoice({ h16: true }, at(32)), refused("h16", /h_q <= 16.*h_q = 32/));
+  assert.throws(() => sparseKernelChoice({ h16: true, producer: "v1" }, at(16)), refused("h16", /v3 producers without crossover/));
+  assert.throws(() => sparseKernelChoice({ h16: 1 as unknown as boolean }, at(16)), refused("h16", /true, false or "auto"/));
+  assert.throws(() => sparseKernelChoice({ crossover: true }, at(64)), refused("crossover", /h_q = 128/));
 });

@@ -60,20 +60,24 @@ describeGpu("every kernel on small shapes (the compute-sanitizer suite)", () => 
     }
   });
 
-  test("sparse: plain and crossover kernels (every producer), split top-k lists, invalid ids, against the CPU reference", () => {
-    for (const [crossover, producer] of [[false, "v1"], [true, "v1"], [false, "v2"], [true, "v2"], [false, "v3"], [true, "v3"]] as const) {
-      const opts = { seed: 60, b: 2, s_q: 2, h_q: 128, s_k: 600, topk: 1100, pageBlockSize: 61, sink: true, invalidFraction: 0.2, topkLength: true };
+  test("sparse: plain and crossover kernels (every producer), the h16 consumer, split top-k lists, invalid ids, against the CPU reference", () => {
+    // The h_q = 128 lists give each CTA one or two blocks; the h_q = 64 and 16 ones (the plain v3 and h16
+    // kernels, long lists) give most CTAs three or more, so their K buffers are reused.
+    const configs = [[false, "v1", 128, false], [true, "v1", 128, false], [false, "v2", 128, false], [true, "v2", 128, false], [false, "v3", 128, false], [true, "v3", 128, false], [false, "v3", 64, false], [false, "v3", 16, true]] as const;
+    for (const [crossover, producer, h_q, h16] of configs) {
+      const long = h_q < 128;
+      const opts = { seed: 60, b: 2, s_q: 2, h_q, s_k: long ? 5000 : 600, topk: long ? 4000 : 1100, pageBlockSize: 61, sink: true, invalidFraction: 0.2, topkLength: true };
       const c = makeSparseCase(opts);
       const dev = { q: Tensor.toDevice(c.q), kCache: Tensor.toDevice(c.kCache), indices: Tensor.toDevice(c.indices), topkLength: c.topkLength && Tensor.toDevice(c.topkLength), attnSink: c.attnSink && Tensor.toDevice(c.attnSink) };
       const meta = getMlaMetadata();
       try {
-        const { out, lse } = sparseDecodeGpu({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale, schedMeta: meta }, { crossover, producer });
+        const { out, lse } = sparseDecodeGpu({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale, schedMeta: meta }, { crossover, producer, h16 });
         const ref = mlaDecodeReference({ ...c });
-        assertClose(bf16ArrayToF32(out.toHost().host as Uint16Array), ref.outF32, SPARSE_OUT_TOL, { name: `sparse out (crossover ${crossover}, producer ${producer})`, roundReferenceTo: "bf16" });
-        assertClose(lse.toHost().host as Float32Array, ref.lse.host as Float32Array, SPARSE_LSE_TOL, { name: `sparse lse (crossover ${crossover}, producer ${producer})` });
+        assertClose(bf16ArrayToF32(out.toHost().host as Uint16Array), ref.outF32, SPARSE_OUT_TOL, { name: `sparse out (crossover ${crossover}, producer ${producer}, h_q ${h_q}, h16 ${h16})`, roundReferenceTo: "bf16" });
+        assertClose(lse.toHost().host as Float32Array, ref.lse.host as Float32Array, SPARSE_LSE_TOL, { name: `sparse lse (crossover ${crossover}, producer ${producer}, h_q ${h_q}, h16 ${h16})` });
         out.dispose();
         lse.dispose();
-        if (!crossover && producer === "v1") {
+        if (!crossover && producer === "v1" && h_q === 128) {
           const r = mlaSparseReferenceGpu({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale });
           assertClose(r.out.toHost().host as Float32Array, ref.outF32, { abs: 1e-5, rel: 1e-4, cos: 1e-9 }, { name: "fp32 sparse reference out" });
           r.out.dispose();

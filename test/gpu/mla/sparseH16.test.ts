@@ -1,15 +1,15 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { ArgumentError } from "../../../src/errors/ArgumentError.js";
+import { flashMlaWithKvcache } from "../../../src/mla/flashMlaWithKvcache.js";
 import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
 import { sparseDecodeGpu } from "../../../src/mla/sparseDecodeGpu.js";
 import { describeGpu } from "../../helpers/gpu.js";
-import { assertSparseKernelsAgree, checkSparseAgainstCpu as check, uploadSparseCase } from "../../helpers/sparseCheck.js";
+import { assertSparseKernelsAgree, checkSparseAgainstCpu as check, sparseBits, uploadSparseCase } from "../../helpers/sparseCheck.js";
 
-// The h16 consumer (tokens as wgmma's M, h_q <= 16), written after the eleventh session's last device call
-// without a GPU: its own file, so a fault in it cannot stop the suites of the verified kernels.
+// The h16 consumer (tokens as wgmma's M, h_q <= 16): flashMlaWithKvcache's sparse kernel at 8 and 16 heads.
 
-describeGpu("sparse h16 consumer (experimental)", () => {
+describeGpu("sparse h16 consumer", () => {
   test("h16 matches the CPU reference, every element, at 16 and 8 heads", () => {
     const h16 = { h16: true };
     check({ seed: 1200, b: 3, s_q: 2, h_q: 16, s_k: 700, topk: 200, pageBlockSize: 61, sink: true, invalidFraction: 0.2, topkLength: true }, 0, false, "v3", h16);
@@ -28,6 +28,27 @@ describeGpu("sparse h16 consumer (experimental)", () => {
     }
   });
 
+  test("flashMlaWithKvcache runs the h16 kernel at 16 and 8 heads (its bits, not v3's)", () => {
+    for (const h_q of [16, 8]) {
+      const u = uploadSparseCase({ seed: 1207 + h_q, b: 2, s_q: 2, h_q, s_k: 3000, topk: 1500, pageBlockSize: 64, sink: true, invalidFraction: 0.1, topkLength: true });
+      const meta = getMlaMetadata();
+      try {
+        const forced = sparseBits(u, { h16: true });
+        const r = flashMlaWithKvcache({ ...u.dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: u.c.softmaxScale, schedMeta: meta });
+        try {
+          assert.deepEqual(r.out.toHost().host as Uint16Array, forced.out, `out at h_q = ${h_q}`);
+          assert.deepEqual(r.lse.toHost().host as Float32Array, forced.lse, `lse at h_q = ${h_q}`);
+        } finally {
+          r.out.dispose();
+          r.lse.dispose();
+        }
+      } finally {
+        meta.dispose();
+        u.dispose();
+      }
+    }
+  });
+
   test("h16 where it cannot run is refused before anything is allocated", () => {
     const u = uploadSparseCase({ seed: 1205, b: 1, s_q: 1, h_q: 64, s_k: 200, topk: 64, pageBlockSize: 64 });
     const u16 = uploadSparseCase({ seed: 1206, b: 1, s_q: 1, h_q: 16, s_k: 200, topk: 64, pageBlockSize: 64 });
@@ -38,7 +59,7 @@ describeGpu("sparse h16 consumer (experimental)", () => {
         const refused = (re: RegExp) => (e: unknown) => e instanceof ArgumentError && re.test(e.message);
         assert.throws(() => sparseDecodeGpu(args(u), { h16: true }), refused(/h_q <= 16.*h_q = 64/));
         assert.throws(() => sparseDecodeGpu(args(u16), { h16: true, producer: "v2" }), refused(/v3 producers without crossover/));
-        assert.throws(() => sparseDecodeGpu(args(u16), { h16: "yes" as unknown as boolean }), refused(/true or false/));
+        assert.throws(() => sparseDecodeGpu(args(u16), { h16: "yes" as unknown as boolean }), refused(/true, false or "auto"/));
         assert.equal(meta.initialized, false, "no metadata was filled by the refused calls");
       } finally {
         meta.dispose();
