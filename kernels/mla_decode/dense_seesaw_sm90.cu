@@ -132,8 +132,10 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 #define MLA_DENSE_Q_TMA 1
 #endif
 
-// MLA_DENSE_STORE16 (written after the eleventh session's last device call, compile-checked, not yet run):
-//   the epilogue writes O with 16-byte stores. A quad holds 8 consecutive columns of its row per
+// MLA_DENSE_STORE16 (an experiment; dense suite 15/15 on it, H200): the epilogue writes O with 16-byte
+//   stores. Measured mixed, not kept (one call, three builds, docs/dense-decode.md §15): dense-b1 33.0 vs
+//   34.3 / 34.5 µs, -uneven 36.1 vs 36.5 / 36.6, -short-h16 47.6 vs 46.3 / 46.1, -mem-h64 294.2 vs
+//   295.3 / 295.1, -compute 485.1 vs 484.1 / 484.1, -mtp 877.2 vs 877.9 / 877.2. A quad holds 8 consecutive columns of its row per
 //   accumulator group; a 4 x 4 transpose inside the quad (two rounds of xor-shuffles) gives each lane 8
 //   consecutive bf16 (one st.global.v4 instead of four 32-bit stores), and for fp32 partials a swap with
 //   the neighbour lane gives 4 consecutive floats (one v4 instead of two v2). The trace had the l exchange

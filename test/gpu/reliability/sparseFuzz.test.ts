@@ -76,11 +76,11 @@ interface SparseFuzzCase {
   indicesPad: number;
   useStream: boolean;
   preallocate: boolean;
-  /** "default": flashMlaWithKvcache's routing; otherwise sparseDecodeGpu with that producer (and crossover). */
+  /** "default": flashMlaWithKvcache's routing; otherwise sparseDecodeGpu with that producer (and crossover), or the h16 consumer forced. */
   kernel: SparseFuzzKernel;
 }
 
-type SparseFuzzKernel = "default" | "v1" | "v2" | "v3" | "crossover_v1" | "crossover_v2" | "crossover_v3";
+type SparseFuzzKernel = "default" | "v1" | "v2" | "v3" | "crossover_v1" | "crossover_v2" | "crossover_v3" | "h16";
 
 
 function drawTopk(rng: Rng): number {
@@ -130,7 +130,7 @@ function drawCase(seed: number): SparseFuzzCase {
     useStream: rng.uniform() < 0.3,
     preallocate: rng.uniform() < 0.3,
     // Drawn last, so the other fields of a seed stay what they were before kernels were drawn.
-    kernel: rng.pick<SparseFuzzKernel>(h_q === 128 ? ["default", "v1", "v2", "v3", "crossover_v1", "crossover_v2", "crossover_v3"] : ["default", "v1", "v2", "v3"]),
+    kernel: rng.pick<SparseFuzzKernel>(h_q === 128 ? ["default", "v1", "v2", "v3", "crossover_v1", "crossover_v2", "crossover_v3"] : h_q <= 16 ? ["default", "v1", "v2", "v3", "h16"] : ["default", "v1", "v2", "v3"]),
   };
 }
 
@@ -286,7 +286,9 @@ function runCase(f: SparseFuzzCase, stream: Stream): { sampled: boolean; attende
     const args = { ...built.gpu, isFp8Kvcache: true, headDimV: 512, softmaxScale: built.host.softmaxScale, schedMeta: meta, stream: s, ...pre };
     const { out, lse } = f.kernel === "default"
       ? flashMlaWithKvcache(args)
-      : sparseDecodeGpu(args, { crossover: f.kernel.startsWith("crossover"), producer: f.kernel.endsWith("v1") ? "v1" : f.kernel.endsWith("v3") ? "v3" : "v2" });
+      : f.kernel === "h16"
+        ? sparseDecodeGpu(args, { h16: true })
+        : sparseDecodeGpu(args, { crossover: f.kernel.startsWith("crossover"), producer: f.kernel.endsWith("v1") ? "v1" : f.kernel.endsWith("v3") ? "v3" : "v2" });
     if (!pre.out) outs.push(out, lse);
     assert.equal(out.shape.join(","), [f.b, f.s_q, f.h_q, D_V].join(","), "out shape");
     const gotOut = bf16ArrayToF32(out.toHost(s).host as Uint16Array);
