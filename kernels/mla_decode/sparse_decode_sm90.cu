@@ -984,6 +984,66 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
   }
 }
 
+// MLA_SPARSE_H16_RR3 (an experiment): the h16 kernel's idle WG1 becomes a third producer. The three
+// producer warpgroups take the walk's half blocks (32 tokens each) in turn, warpgroup k the half blocks
+// k, k + 3, k + 6, ..., each with its own loads in flight, so ~1.5x the gathers of two warpgroups are
+// outstanding per SM. A block's two halves come from two different warpgroups (kfull still counts 256
+// threads); each warpgroup walks its half blocks in order, so the consumer's releases, in block order,
+// keep every kempty wait within one phase of its buffer (its previous wait passed a later release).
+__device__ __forceinline__ void producer_rr3(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx, int pidx) {
+  const int t = threadIdx.x - 128 * (pidx + 1), warp = t / 32, lane = t % 32, q = lane / 8;
+  auto token_of = [&](int h) { return 32 * (h % 2) + 8 * warp + lane % 8; };
+  auto prefetch_lines = [&](int slot) {
+    if (slot < 0) return;
+    const uint8_t* tok = token_ptr(p, slot);
+    ptx::prefetch_l2(tok + 128 * q);
+    if (q < 3) ptx::prefetch_l2(tok + min(128 * (q + 4), TOKEN_BYTES - 1));
+  };
+  auto seek = [&](Cursor& c, int& at, int blk) {  // forward to the walk's block blk
+    for (; at < blk; ++at) cursor_next(p, meta, c);
+  };
+  const int n_blocks = walk_blocks(p, meta);
+  Cursor c = cursor_begin(p, meta), ahead = c;
+  int at = 0, at_ahead = 0;
+  seek(c, at, pidx / 2);
+  int slot = cursor_slot(p, meta, c, s_idx, token_of(pidx));
+  seek(ahead, at_ahead, (pidx + 3) / 2);
+  int slot1 = cursor_slot(p, meta, ahead, s_idx, token_of(pidx + 3));
+  prefetch_lines(slot), prefetch_lines(slot1);
+  for (int h = pidx; h / 2 < n_blocks; h += 3) {
+    const int blk = h / 2, stage = blk % 2, token = token_of(h);
+    const uint8_t* tok = token_ptr(p, slot >= 0 ? slot : 0);
+    uint4 raw[8], rope[2], sc4;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) raw[k] = ptx::ld_nc_v4_l2_256(tok + 64 * k + 16 * q);
+    sc4 = ptx::ld_nc_v4(tok + 512);
+#pragma unroll
+    for (int k = 0; k < 2; ++k) rope[k] = ptx::ld_nc_v4(tok + 528 + 64 * k + 16 * q);
+    seek(ahead, at_ahead, (h + 6) / 2);
+    const PendingSlot pending = cursor_index(p, meta, ahead, s_idx, token_of(h + 6));
+    ptx::mbarrier_wait(&sm.kempty[stage], ((blk / 2) & 1) ^ 1);
+    uint8_t* kb = sm.k[stage];
+    const bool valid = slot >= 0;
+    const float scales[4] = {__uint_as_float(sc4.x), __uint_as_float(sc4.y), __uint_as_float(sc4.z), __uint_as_float(sc4.w)};
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      uint4 a, b;
+      dequant16(raw[k], __float2bfloat162_rn(scales[k / 2]), a, b);
+      if (!valid) a = b = make_uint4(0, 0, 0, 0);
+      *reinterpret_cast<uint4*>(kb + k * TILE_BYTES + sw128(token, 2 * q)) = a;
+      *reinterpret_cast<uint4*>(kb + k * TILE_BYTES + sw128(token, 2 * q + 1)) = b;
+    }
+#pragma unroll
+    for (int k = 0; k < 2; ++k) *reinterpret_cast<uint4*>(kb + 8 * TILE_BYTES + sw128(token, q + 4 * k)) = valid ? rope[k] : make_uint4(0, 0, 0, 0);
+    if (q == 0) sm.valid[stage][token] = valid ? 1 : 0;
+    ptx::fence_proxy_async_smem();
+    ptx::mbarrier_arrive(&sm.kfull[stage]);
+    slot = slot1;
+    slot1 = slot_of(p, pending);
+    prefetch_lines(slot1);
+  }
+}
+
 // 512 threads as v3: WG0 the h16 consumer, WG1 idle (its registers go to the others), WG2-3 the v3
 // producers; MLA_SPARSE_H16_PIPE=1 gives them two register sets (producer_v2's PIPE).
 #ifndef MLA_SPARSE_H16_DUAL
@@ -992,9 +1052,14 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
 #ifndef MLA_SPARSE_H16_PIPE
 #define MLA_SPARSE_H16_PIPE 0
 #endif
+#ifndef MLA_SPARSE_H16_RR3
+#define MLA_SPARSE_H16_RR3 0
+#endif
+constexpr bool H16_RR3 = MLA_SPARSE_H16_RR3 != 0;
 constexpr bool H16_PIPE = MLA_SPARSE_H16_PIPE != 0;
 constexpr bool H16_DUAL = MLA_SPARSE_H16_DUAL != 0;
 static_assert(!(H16_DUAL && H16_PIPE), "two consumer warpgroups leave the producers 72 registers");
+static_assert(!(H16_RR3 && (H16_DUAL || H16_PIPE)), "WG1 produces with RR3");
 constexpr int H16_CONSUMER_REGS = H16_DUAL ? 184 : H16_PIPE ? 224 : 232, H16_IDLE_REGS = 24, H16_PRODUCER_REGS = H16_PIPE ? LAUNCH_REGS_V3 : PRODUCER_REGS_V3;
 static_assert((H16_DUAL ? 2 * H16_CONSUMER_REGS : H16_CONSUMER_REGS + H16_IDLE_REGS) + 2 * H16_PRODUCER_REGS <= 4 * LAUNCH_REGS_V3, "setmaxnreg within the CTA's registers");
 __device__ __forceinline__ void sparse_decode_h16(const SparseParams& p) {
@@ -1014,7 +1079,10 @@ __device__ __forceinline__ void sparse_decode_h16(const SparseParams& p) {
   }
   __syncthreads();
   const int wg = __shfl_sync(0xFFFFFFFFu, static_cast<int>(threadIdx.x / 128), 0);
-  if (wg >= 2) {
+  if (H16_RR3 && wg >= 1) {
+    ptx::setmaxnreg_dec<PRODUCER_REGS_V3>();
+    producer_rr3(p, sm, *meta, blockIdx.y, wg - 1);
+  } else if (wg >= 2) {
     if constexpr (H16_PRODUCER_REGS < LAUNCH_REGS_V3) ptx::setmaxnreg_dec<H16_PRODUCER_REGS>();  // (PIPE keeps the launch's 128)
     producer_v2<false, 2, H16_PIPE>(p, sm, *meta, blockIdx.y, wg - 2);
   } else if (wg == 0 || H16_DUAL) {
