@@ -990,6 +990,9 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
 // outstanding per SM. A block's two halves come from two different warpgroups (kfull still counts 256
 // threads); each warpgroup walks its half blocks in order, so the consumer's releases, in block order,
 // keep every kempty wait within one phase of its buffer (its previous wait passed a later release).
+// Correct on the H200 (the sparseH16 test 4/4) and slower: sparse-h16 177.5 / 177.6 vs 170.0 / 170.3 µs,
+// the producers alone 128.9 / 129.1 vs 129.9 / 130.0 (`…-exp12g-*`): more gathers in flight did not
+// raise their rate (docs/sparse-decode.md §21).
 __device__ __forceinline__ void producer_rr3(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx, int pidx) {
   const int t = threadIdx.x - 128 * (pidx + 1), warp = t / 32, lane = t % 32, q = lane / 8;
   auto token_of = [&](int h) { return 32 * (h % 2) + 8 * warp + lane % 8; };
