@@ -363,6 +363,43 @@ __device__ __forceinline__ void producer_crossover(const SparseParams& p, Smem& 
 // are not rewritten before the copy has read them: this CTA's kempty needs the peer consumers' release,
 // which follows their kfull wait, which the copy's complete_tx ends.
 
+// One token's quarter q of a v2/v3 producer thread (chunk q of every 64-dim group, the scales, RoPE chunks
+// q and q + 4), its lines' L2 prefetch, and its conversion into a K buffer's SW128 tiles (zeros for a
+// token without a slot): shared by producer_v2's plain rounds and the h16 experiments.
+struct TokenQuarter {
+  uint4 raw[8], rope[2], sc4;
+};
+__device__ __forceinline__ void load_quarter(TokenQuarter& x, const uint8_t* tok, int q) {
+#pragma unroll
+  for (int k = 0; k < 8; ++k) x.raw[k] = ptx::ld_nc_v4_l2_256(tok + 64 * k + 16 * q);
+  x.sc4 = ptx::ld_nc_v4(tok + 512);
+#pragma unroll
+  for (int k = 0; k < 2; ++k) x.rope[k] = ptx::ld_nc_v4(tok + 528 + 64 * k + 16 * q);
+}
+// Lines q and q + 4 of the token in `slot` (its 656 bytes span at most 7 lines; the last offset is
+// clamped onto its last byte), per-thread addresses. The bulk prefetch (prefetch_token) takes uniform
+// operands, so for eight tokens per warp it ran as an eight-trip loop: 13 % of the producer's samples in
+// ncu; this form took sparse-v32 from 540.5 to 488.8 µs on the H200.
+__device__ __forceinline__ void prefetch_quarter_lines(const SparseParams& p, int slot, int q) {
+  if (slot < 0) return;
+  const uint8_t* tok = token_ptr(p, slot);
+  ptx::prefetch_l2(tok + 128 * q);
+  if (q < 3) ptx::prefetch_l2(tok + min(128 * (q + 4), TOKEN_BYTES - 1));
+}
+__device__ __forceinline__ void store_quarter(uint8_t* kb, const TokenQuarter& x, bool valid, int token, int q) {
+  const float scales[4] = {__uint_as_float(x.sc4.x), __uint_as_float(x.sc4.y), __uint_as_float(x.sc4.z), __uint_as_float(x.sc4.w)};
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    uint4 a, b;
+    dequant16(x.raw[k], __float2bfloat162_rn(scales[k / 2]), a, b);
+    if (!valid) a = b = make_uint4(0, 0, 0, 0);
+    *reinterpret_cast<uint4*>(kb + k * TILE_BYTES + sw128(token, 2 * q)) = a;
+    *reinterpret_cast<uint4*>(kb + k * TILE_BYTES + sw128(token, 2 * q + 1)) = b;
+  }
+#pragma unroll
+  for (int k = 0; k < 2; ++k) *reinterpret_cast<uint4*>(kb + 8 * TILE_BYTES + sw128(token, q + 4 * k)) = valid ? x.rope[k] : make_uint4(0, 0, 0, 0);
+}
+
 // PIPE (the h16 kernel's MLA_SPARSE_H16_PIPE, an experiment): two register sets, so block n+1's loads fly
 // while block n waits for its buffer and is converted, and the L2 prefetch runs three blocks ahead
 // instead of two. Correct on the H200 and slower (sparse-h16 176.9 vs 171.7 µs; the producers alone
@@ -372,7 +409,6 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
   static_assert(NPROD == 1 || NPROD == 2, "one or two producer warpgroups");
   static_assert(!PIPE || (!XO && NPROD == 2), "the pipelined form is written for two producer warpgroups without crossover");
   constexpr int ROUNDS = XO || NPROD == 2 ? 1 : 2;
-  constexpr int SETS = PIPE ? 2 : ROUNDS;  // register sets of in-flight loads
   // Two producer warpgroups with crossover (experimental): both take this CTA's 32 tokens, and split
   // their dims: warpgroup 0 the 64-dim groups 0-3 and the RoPE dims, warpgroup 1 the groups 4-7, so each
   // thread has 6-7 loads in flight instead of 11 (72 registers).
@@ -380,16 +416,7 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
   const int t = threadIdx.x - CONSUMER_THREADS - 128 * pidx, warp = t / 32, lane = t % 32, q = lane / 8;
   const uint32_t rank = XO ? ptx::cluster_ctarank() : 0u, peer = rank ^ 1u;
   auto token_of = [&](int r) { return (XO ? 32 * static_cast<int>(rank) : NPROD == 2 ? 32 * pidx : 32 * r) + 8 * warp + lane % 8; };
-  // Lines q and q + 4 of a token (its 656 bytes span at most 7 lines; the last offset is clamped onto its
-  // last byte), per-thread addresses. The bulk prefetch (prefetch_token) takes uniform operands, so for
-  // eight tokens per warp it ran as an eight-trip loop: 13 % of the producer's samples in ncu; this form
-  // took sparse-v32 from 540.5 to 488.8 µs on the H200.
-  auto prefetch_lines = [&](int s) {
-    if (s < 0) return;
-    const uint8_t* tok = token_ptr(p, s);
-    ptx::prefetch_l2(tok + 128 * q);
-    if (q < 3) ptx::prefetch_l2(tok + min(128 * (q + 4), TOKEN_BYTES - 1));
-  };
+  auto prefetch_lines = [&](int s) { prefetch_quarter_lines(p, s, q); };
   const int n_blocks = walk_blocks(p, meta);
   Cursor cur = cursor_begin(p, meta), ahead = cur;  // cur: the block being filled (valid flags)
   int slot[ROUNDS], slot1[ROUNDS];
@@ -403,7 +430,7 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
   for (int r = 0; r < ROUNDS; ++r) prefetch_lines(slot[r]), prefetch_lines(slot1[r]);
   // (Issuing round 0 of the next block as soon as round 0 of this one was converted, so its loads fly
   // during round 1's conversion and the buffer wait, measured slower on the H200: 492.6 vs 482.7 µs.)
-  uint4 raw[SETS][8], rope[SETS][2], sc4[SETS];
+  uint4 raw[ROUNDS][8], rope[ROUNDS][2], sc4[ROUNDS];
   auto issue = [&](int r, int s) {  // round r's loads of slot s (none: slot 0, converted to zeros)
     const uint8_t* tok = token_ptr(p, s >= 0 ? s : 0);
     if constexpr (SPLIT) {
@@ -426,29 +453,20 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
     int slot2 = cursor_slot(p, meta, ahead, s_idx, token_of(0));
     cursor_next(p, meta, ahead);
     prefetch_lines(slot2);
-    if constexpr (!ABLATE_PRODUCER) issue(0, slot[0]);
+    TokenQuarter xs[2];  // block it's loads in xs[it % 2]
+    if constexpr (!ABLATE_PRODUCER) load_quarter(xs[0], token_ptr(p, slot[0] >= 0 ? slot[0] : 0), q);
     const int token = token_of(0);
     auto step = [&](auto set_c, int it) {  // set: it % 2, the register set and the K buffer
       constexpr int set = decltype(set_c)::value;
       if (pidx == 0) STRACE(it, 13);
-      if (!ABLATE_PRODUCER && it + 1 < n_blocks) issue(set ^ 1, slot1[0]);
+      if (!ABLATE_PRODUCER && it + 1 < n_blocks) load_quarter(xs[set ^ 1], token_ptr(p, slot1[0] >= 0 ? slot1[0] : 0), q);
       const PendingSlot pending = cursor_index(p, meta, ahead, s_idx, token);  // block it + 3
       ptx::mbarrier_wait(&sm.kempty[set], ((it / 2) & 1) ^ 1);
       if (pidx == 0) STRACE(it, 14);
       uint8_t* kb = sm.k[set];
       const bool valid = slot[0] >= 0;
       if constexpr (!ABLATE_PRODUCER) {
-        const float scales[4] = {__uint_as_float(sc4[set].x), __uint_as_float(sc4[set].y), __uint_as_float(sc4[set].z), __uint_as_float(sc4[set].w)};
-#pragma unroll
-        for (int k = 0; k < 8; ++k) {
-          uint4 a, b;
-          dequant16(raw[set][k], __float2bfloat162_rn(scales[k / 2]), a, b);
-          if (!valid) a = b = make_uint4(0, 0, 0, 0);
-          *reinterpret_cast<uint4*>(kb + k * TILE_BYTES + sw128(token, 2 * q)) = a;
-          *reinterpret_cast<uint4*>(kb + k * TILE_BYTES + sw128(token, 2 * q + 1)) = b;
-        }
-#pragma unroll
-        for (int k = 0; k < 2; ++k) *reinterpret_cast<uint4*>(kb + 8 * TILE_BYTES + sw128(token, q + 4 * k)) = valid ? rope[set][k] : make_uint4(0, 0, 0, 0);
+        store_quarter(kb, xs[set], valid, token, q);
         if (q == 0) sm.valid[set][token] = valid ? 1 : 0;
       }
       if (pidx == 0) STRACE(it, 17);
@@ -828,9 +846,6 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
 // are zeros at 16 heads). The eleventh session's trace of sparse-h16 found the 64-row consumers' serial
 // chain (Q·Kᵀ, softmax, P hand-over, P·V) setting the block period (docs/sparse-decode.md §20). sQ holds
 // Q's 16 heads as nine 16-row tiles, sm.p holds Pᵀ and sm.scale the cross-warp reductions.
-#ifndef MLA_SPARSE_H16_QPREFETCH
-#define MLA_SPARSE_H16_QPREFETCH 1
-#endif
 // DUAL (MLA_SPARSE_H16_DUAL, an experiment): two consumer warpgroups, wg taking the blocks of odd or even
 // position in the CTA's walk, so always K buffer wg (one warpgroup's chain, Q·Kᵀ -> softmax -> P·V, is
 // ~3.3 k cycles a block on the H200, most of it latency); each keeps its own Oᵀ, m and l for a request,
@@ -847,13 +862,12 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
   static_assert(sizeof(sm.p) >= 4096 + H16_TILE, "each warpgroup's Pᵀ, 1024-aligned");
   const uint32_t q_base = ptx::smem_addr(sm.q), pt_base = ptx::smem_addr(sm.p) + 4096 * wg;
   const uint16_t* q = static_cast<const uint16_t*>(p.q);
-  // MLA_SPARSE_H16_QPREFETCH=1 (the default): sQ holds two requests' Q (2 x 18 KB of the 64-row kernels'
-  // 72 KB); the next request's is copied (cp.async) while this one's blocks run, so a request switch does
-  // not wait for an 18 KB load queued behind the producers' gathers. H200, sparse-h16: 170.4 / 170.9 µs
-  // against 171.6 / 171.9 with the synchronous load (two rounds, one call).
-  constexpr bool QPF = MLA_SPARSE_H16_QPREFETCH != 0;
+  // sQ holds two requests' Q (2 x 18 KB of the 64-row kernels' 72 KB); the next request's is copied
+  // (cp.async) while this one's blocks run, so a request switch does not wait for an 18 KB load queued
+  // behind the producers' gathers. H200, sparse-h16: 170.4 / 170.9 µs against 171.6 / 171.9 with a
+  // synchronous load at each request's start (two rounds, one call).
   constexpr int Q_BYTES = (D_QK / 64) * H16_TILE;
-  static_assert(!QPF || 2 * Q_BYTES <= QK_BYTES, "two h16 Q fit in sQ");
+  static_assert(2 * Q_BYTES <= QK_BYTES, "two h16 Q fit in sQ");
   auto q_async = [&](int req, int half) {
     for (int c = threadIdx.x; c < H16_ROWS * 72; c += ALL) {
       const int head = c / 72, chunk = c % 72;
@@ -863,7 +877,7 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
     }
     ptx::cp_async_commit();
   };
-  if constexpr (QPF) q_async(meta.begin_req_idx, 0);
+  q_async(meta.begin_req_idx, 0);
   int it = 0;
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
     const int len = request_length(p, req);
@@ -871,21 +885,12 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
     const int end_blk = req == meta.end_req_idx ? meta.end_block_idx : num_kv_blocks(len);
     const bool is_split = (req == meta.begin_req_idx && meta.is_first_req_splitted) || (req == meta.end_req_idx && meta.is_last_req_splitted);
     ptx::named_barrier_sync(bar_all, ALL);  // the previous request is done with sQ, red and the merge space
-    const int half = QPF ? (req - meta.begin_req_idx) & 1 : 0;
-    if constexpr (QPF) {
-      if (req < meta.end_req_idx) {  // the other half was the previous request's
-        q_async(req + 1, half ^ 1);
-        ptx::cp_async_wait<1>();
-      } else {
-        ptx::cp_async_wait<0>();
-      }
+    const int half = (req - meta.begin_req_idx) & 1;
+    if (req < meta.end_req_idx) {  // the other half was the previous request's
+      q_async(req + 1, half ^ 1);
+      ptx::cp_async_wait<1>();
     } else {
-      for (int c = threadIdx.x; c < H16_ROWS * 72; c += ALL) {
-        const int head = c / 72, chunk = c % 72;
-        uint4 v = make_uint4(0, 0, 0, 0);
-        if (head < p.h_q) v = __ldg(reinterpret_cast<const uint4*>(q + req * p.q_batch_stride + s_idx * p.q_token_stride + head * p.q_head_stride + chunk * 8));
-        *reinterpret_cast<uint4*>(sm.q + (chunk / 8) * H16_TILE + sw128(head, chunk % 8)) = v;
-      }
+      ptx::cp_async_wait<0>();
     }
     ptx::fence_proxy_async_smem();
     ptx::named_barrier_sync(bar_all, ALL);
@@ -992,16 +997,12 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
 // keep every kempty wait within one phase of its buffer (its previous wait passed a later release).
 // Correct on the H200 (the sparseH16 test 4/4) and slower: sparse-h16 177.5 / 177.6 vs 170.0 / 170.3 µs,
 // the producers alone 128.9 / 129.1 vs 129.9 / 130.0 (`…-exp12g-*`): more gathers in flight did not
-// raise their rate (docs/sparse-decode.md §21).
+// raise their rate (docs/sparse-decode.md §21). (Timed before its loads and conversion became
+// load_quarter / store_quarter, which left its code the same size and scheduled it differently.)
 __device__ __forceinline__ void producer_rr3(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx, int pidx) {
   const int t = threadIdx.x - 128 * (pidx + 1), warp = t / 32, lane = t % 32, q = lane / 8;
   auto token_of = [&](int h) { return 32 * (h % 2) + 8 * warp + lane % 8; };
-  auto prefetch_lines = [&](int slot) {
-    if (slot < 0) return;
-    const uint8_t* tok = token_ptr(p, slot);
-    ptx::prefetch_l2(tok + 128 * q);
-    if (q < 3) ptx::prefetch_l2(tok + min(128 * (q + 4), TOKEN_BYTES - 1));
-  };
+  auto prefetch_lines = [&](int slot) { prefetch_quarter_lines(p, slot, q); };
   auto seek = [&](Cursor& c, int& at, int blk) {  // forward to the walk's block blk
     for (; at < blk; ++at) cursor_next(p, meta, c);
   };
@@ -1015,29 +1016,13 @@ __device__ __forceinline__ void producer_rr3(const SparseParams& p, Smem& sm, co
   prefetch_lines(slot), prefetch_lines(slot1);
   for (int h = pidx; h / 2 < n_blocks; h += 3) {
     const int blk = h / 2, stage = blk % 2, token = token_of(h);
-    const uint8_t* tok = token_ptr(p, slot >= 0 ? slot : 0);
-    uint4 raw[8], rope[2], sc4;
-#pragma unroll
-    for (int k = 0; k < 8; ++k) raw[k] = ptx::ld_nc_v4_l2_256(tok + 64 * k + 16 * q);
-    sc4 = ptx::ld_nc_v4(tok + 512);
-#pragma unroll
-    for (int k = 0; k < 2; ++k) rope[k] = ptx::ld_nc_v4(tok + 528 + 64 * k + 16 * q);
+    TokenQuarter x;
+    load_quarter(x, token_ptr(p, slot >= 0 ? slot : 0), q);
     seek(ahead, at_ahead, (h + 6) / 2);
     const PendingSlot pending = cursor_index(p, meta, ahead, s_idx, token_of(h + 6));
     ptx::mbarrier_wait(&sm.kempty[stage], ((blk / 2) & 1) ^ 1);
-    uint8_t* kb = sm.k[stage];
     const bool valid = slot >= 0;
-    const float scales[4] = {__uint_as_float(sc4.x), __uint_as_float(sc4.y), __uint_as_float(sc4.z), __uint_as_float(sc4.w)};
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      uint4 a, b;
-      dequant16(raw[k], __float2bfloat162_rn(scales[k / 2]), a, b);
-      if (!valid) a = b = make_uint4(0, 0, 0, 0);
-      *reinterpret_cast<uint4*>(kb + k * TILE_BYTES + sw128(token, 2 * q)) = a;
-      *reinterpret_cast<uint4*>(kb + k * TILE_BYTES + sw128(token, 2 * q + 1)) = b;
-    }
-#pragma unroll
-    for (int k = 0; k < 2; ++k) *reinterpret_cast<uint4*>(kb + 8 * TILE_BYTES + sw128(token, q + 4 * k)) = valid ? rope[k] : make_uint4(0, 0, 0, 0);
+    store_quarter(sm.k[stage], x, valid, token, q);
     if (q == 0) sm.valid[stage][token] = valid ? 1 : 0;
     ptx::fence_proxy_async_smem();
     ptx::mbarrier_arrive(&sm.kfull[stage]);

@@ -46,19 +46,19 @@ export interface SparseKernelChoice {
   h16: boolean;
 }
 
-/** The options' values alone (no tensor needed), refused with an ArgumentError naming the option. */
-function checkSparseOptions(opts: SparseDecodeOptions): void {
-  sparseProducer(opts);
+/** The options' values alone (no tensor needed), refused with an ArgumentError naming the option; the producer. */
+function checkSparseOptions(opts: SparseDecodeOptions): "v1" | "v2" | "v3" {
+  const producer = sparseProducer(opts);
   if (opts.crossover !== undefined && typeof opts.crossover !== "boolean" && opts.crossover !== "h128") {
     throw new ArgumentError(FN, "crossover", 'true, false or "h128"', String(opts.crossover));
   }
   if (opts.h16 !== undefined && typeof opts.h16 !== "boolean" && opts.h16 !== "auto") throw new ArgumentError(FN, "h16", 'true, false or "auto"', String(opts.h16));
+  return producer;
 }
 
 /** Resolves `opts` against the call's head count, refusing what no kernel runs (ArgumentError). */
 export function sparseKernelChoice(opts: SparseDecodeOptions, shape: { h_q: number; num_head_tiles: number }): SparseKernelChoice {
-  checkSparseOptions(opts);
-  const producer = sparseProducer(opts);
+  const producer = checkSparseOptions(opts);
   const crossover = opts.crossover === "h128" ? shape.num_head_tiles === 2 : opts.crossover === true;
   if (crossover && shape.num_head_tiles !== 2) {
     throw new ArgumentError(FN, "crossover", "h_q = 128 (a cluster of the two 64-head CTAs of a query token)", `h_q = ${shape.h_q}`);
