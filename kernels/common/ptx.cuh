@@ -113,6 +113,17 @@ __device__ __forceinline__ void bulk_copy_smem_to_cluster(uint32_t cluster_dst, 
                : "memory");
 }
 
+// cp.async.bulk.shared::cluster.global ... mbarrier::complete_tx::bytes: the bulk-copy engine copies
+// `bytes` (a multiple of 16, both addresses 16-byte aligned) from global memory into this CTA's shared
+// memory, crediting them to `bar` (a CTA-local address is a valid shared::cluster one without a cluster
+// launch). No registers hold the data in flight, so the number of copies in flight is bounded by the
+// staging memory, not by the issuing threads.
+__device__ __forceinline__ void bulk_copy_global_to_smem(uint32_t smem_dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem_dst), "l"(src),
+               "r"(bytes), "r"(smem_addr(bar))
+               : "memory");
+}
+
 // barrier.cluster.arrive.release + wait.acquire: every thread of every CTA of the cluster.
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");

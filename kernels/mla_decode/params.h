@@ -15,7 +15,12 @@ constexpr int D_V = 512;
 constexpr int PAGE_BLOCK_SIZE = 64;
 constexpr int BLOCK_M = 64;        // query rows per CTA tile
 constexpr int BLOCK_N = 64;        // KV tokens per step (one page)
-constexpr int SCHED_FIXED_OVERHEAD = 5;  // FlashMLA's per-piece cost, in blocks, when balancing parts
+// FlashMLA's per-piece cost, in blocks, when balancing parts. MLA_SCHED_FIXED_OVERHEAD overrides it for
+// timing only (src/mla/schedule.ts, the CPU twin the tests compare with, keeps 5).
+#ifndef MLA_SCHED_FIXED_OVERHEAD
+#define MLA_SCHED_FIXED_OVERHEAD 5
+#endif
+constexpr int SCHED_FIXED_OVERHEAD = MLA_SCHED_FIXED_OVERHEAD;
 constexpr int SCHED_META_INTS = 8;       // ints per SM part record
 
 // One SM part's slice of the work (FLASHMLA.md §2.1), 8 int32.

@@ -1,0 +1,238 @@
+// Gather probe: how fast can this GPU read sparse-h16's tokens at all? sparse-h16 (BENCH.md) gathers
+// 128 requests x 2 query tokens x 2048 random distinct tokens of 656 bytes (the V32 FP8 layout) from a
+// 32,768-token cache per request: 344 MB of tokens spread over a 2.75 GB cache. Its bar is 112.5 µs for
+// the whole call, i.e. 3.06 TB/s of token bytes. The h16 kernel's producers alone (consumers ablated)
+// take 125-132 µs (docs/sparse-decode.md §21). This reads the same tokens with nothing else to do, in
+// the forms a kernel could use, so the bar can be set against what the memory system gives:
+//   ld<U>         a warp per token (32 lanes x 16 B, then 9 lanes x 16 B), U tokens' loads in flight per warp
+//   ld256<U>      the same with the L2::256B fetch hint
+//   bulk<S,C>     one warp per CTA, C CTAs per SM: a ring of S stages of 32 tokens, each token one
+//                 cp.async.bulk of 656 bytes into shared memory (no registers in flight; S*32*C tokens
+//                 in flight per SM)
+//   cpasync<S,U>  a warp per token, each 16-byte piece by cp.async into a per-warp ring of S stages of U tokens
+//   seq-ld<U>     ld<U> over consecutive tokens: the streaming read rate of the same code
+// Each form reads every token of the case once per run (4 index sets in turn, each over its own cache
+// region so nothing stays in L2), times 20 runs with events after warm-up, and prints the median and
+// the token bytes per second. Build and run on the device:
+//   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -o /tmp/gather-probe scripts/device/gather-probe.cu && /tmp/gather-probe
+#include <cuda_runtime.h>
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "../../kernels/common/ptx.cuh"
+
+#define CHECK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
+  fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+
+constexpr int TOKEN_BYTES = 656;  // 512 e4m3 + 4 f32 scales + 64 bf16 RoPE
+constexpr int B = 128, S_Q = 2, TOPK = 2048, S_K = 32768;
+constexpr int NTOK = B * S_Q * TOPK;
+constexpr int SETS = 4;
+
+__device__ __forceinline__ uint4 ld_plain(const void* p) { return ptx::ld_nc_v4(p); }
+__device__ __forceinline__ void fold(uint4& a, uint4 v) { a.x ^= v.x; a.y ^= v.y; a.z ^= v.z; a.w ^= v.w; }
+
+// A warp per token: lanes 0-31 read the 512 e4m3 bytes, lanes 0-8 the 144 bytes of scales and RoPE.
+template <int U, bool L2_256>
+__global__ void __launch_bounds__(256) gather_ld(const uint8_t* __restrict__ cache, const int* __restrict__ idx, uint32_t* sink) {
+  const int lane = threadIdx.x & 31;
+  const int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, nwarps = (gridDim.x * blockDim.x) >> 5;
+  uint4 acc = {0, 0, 0, 0};
+  for (int base = warp * U; base < NTOK; base += nwarps * U) {
+    uint4 v[U], w[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint8_t* p = cache + static_cast<size_t>(idx[base + u]) * TOKEN_BYTES;
+      v[u] = L2_256 ? ptx::ld_nc_v4_l2_256(p + lane * 16) : ld_plain(p + lane * 16);
+      w[u] = lane < 9 ? (L2_256 ? ptx::ld_nc_v4_l2_256(p + 512 + lane * 16) : ld_plain(p + 512 + lane * 16)) : uint4{0, 0, 0, 0};
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) fold(acc, v[u]), fold(acc, w[u]);
+  }
+  if ((acc.x ^ acc.y ^ acc.z ^ acc.w) == 0x9E3779B9u) sink[0] = 1;  // keeps the loads; never true in practice
+}
+
+// One warp per CTA; a ring of S stages of 32 tokens in shared memory, filled by the bulk-copy engine.
+template <int S>
+__global__ void __launch_bounds__(32) gather_bulk(const uint8_t* __restrict__ cache, const int* __restrict__ idx, uint32_t* sink) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + S * 32 * TOKEN_BYTES);
+  const int lane = threadIdx.x;
+  if (lane == 0) {
+    for (int s = 0; s < S; ++s) ptx::mbarrier_init(&full[s], 1);
+    ptx::fence_mbarrier_init();
+  }
+  __syncwarp();
+  const int ngroups = NTOK / 32;
+  auto issue = [&](int g, int s) {
+    if (lane == 0) ptx::mbarrier_arrive_expect_tx(&full[s], 32 * TOKEN_BYTES);
+    __syncwarp();
+    const uint8_t* src = cache + static_cast<size_t>(idx[g * 32 + lane]) * TOKEN_BYTES;
+    ptx::bulk_copy_global_to_smem(ptx::smem_addr(smem + (s * 32 + lane) * TOKEN_BYTES), src, TOKEN_BYTES, &full[s]);
+  };
+  int g = blockIdx.x;
+  for (int s = 0; s < S && g + s * static_cast<int>(gridDim.x) < ngroups; ++s) issue(g + s * gridDim.x, s);
+  uint32_t acc = 0;
+  for (int k = 0;; ++k) {
+    const int s = k % S, gk = g + k * gridDim.x;
+    if (gk >= ngroups) break;
+    ptx::mbarrier_wait(&full[s], (k / S) & 1);
+    acc ^= reinterpret_cast<const uint32_t*>(smem + (s * 32 + lane) * TOKEN_BYTES)[lane];
+    __syncwarp();
+    const int gn = gk + S * gridDim.x;
+    if (gn < ngroups) issue(gn, s);
+  }
+  if (acc == 0x9E3779B9u) sink[0] = 1;
+}
+
+// A warp per token as in gather_ld, but each 16-byte piece copied by cp.async into a per-warp ring of S
+// stages of U tokens in shared memory: no registers hold the data in flight, the copies bypass L1.
+template <int S, int U>
+__global__ void __launch_bounds__(256) gather_cpasync(const uint8_t* __restrict__ cache, const int* __restrict__ idx, uint32_t* sink) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
+  uint8_t* ring = smem + wib * S * U * TOKEN_BYTES;
+  const int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, nwarps = (gridDim.x * blockDim.x) >> 5;
+  const int nbatches = NTOK / U;
+  uint32_t acc = 0;
+  auto issue = [&](int batch, int s) {
+    if (batch < nbatches)
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const uint8_t* p = cache + static_cast<size_t>(idx[batch * U + u]) * TOKEN_BYTES;
+        const uint32_t dst = ptx::smem_addr(ring + (s * U + u) * TOKEN_BYTES);
+        ptx::cp_async_16(dst + lane * 16, p + lane * 16, 16);
+        if (lane < 9) ptx::cp_async_16(dst + 512 + lane * 16, p + 512 + lane * 16, 16);
+      }
+    ptx::cp_async_commit();  // an empty group past the end keeps the wait count uniform
+  };
+  for (int s = 0; s < S - 1; ++s) issue(warp + s * nwarps, s);
+  for (int k = 0; warp + k * nwarps < nbatches; ++k) {
+    issue(warp + (k + S - 1) * nwarps, (k + S - 1) % S);
+    ptx::cp_async_wait<S - 1>();
+    __syncwarp();
+    acc ^= reinterpret_cast<const uint32_t*>(ring + (k % S) * U * TOKEN_BYTES)[lane];
+    __syncwarp();
+  }
+  if (acc == 0x9E3779B9u) sink[0] = 1;
+}
+
+template <typename F>
+static float time_median(F launch, int runs) {
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < 8; ++i) launch(i % SETS);
+  CHECK(cudaGetLastError());
+  CHECK(cudaDeviceSynchronize());
+  std::vector<float> t;
+  for (int i = 0; i < runs; ++i) {
+    CHECK(cudaEventRecord(a));
+    launch(i % SETS);
+    CHECK(cudaEventRecord(b));
+    CHECK(cudaEventSynchronize(b));
+    float ms;
+    CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms * 1000.f);
+  }
+  CHECK(cudaGetLastError());
+  std::sort(t.begin(), t.end());
+  CHECK(cudaEventDestroy(a));
+  CHECK(cudaEventDestroy(b));
+  return t[t.size() / 2];
+}
+
+int main() {
+  int sms;
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const size_t region = static_cast<size_t>(B) * S_K * TOKEN_BYTES;  // one set's cache, 2.75 GB
+  uint8_t* cache;
+  CHECK(cudaMalloc(&cache, region * SETS));
+  CHECK(cudaMemset(cache, 0x3C, region * SETS));
+  // Per set and per (request, query token): TOPK distinct random tokens of that request's S_K. Tokens are
+  // ids into the set's region; the random ones and, for the streaming reference, consecutive ones.
+  std::mt19937 rng(7);
+  std::vector<int> perm(S_K), h_idx(static_cast<size_t>(NTOK) * SETS), h_seq(static_cast<size_t>(NTOK) * SETS);
+  for (int set = 0; set < SETS; ++set)
+    for (int r = 0; r < B * S_Q; ++r) {
+      for (int i = 0; i < S_K; ++i) perm[i] = i;
+      for (int i = 0; i < TOPK; ++i) std::swap(perm[i], perm[i + rng() % (S_K - i)]);
+      const int req = r / S_Q;
+      for (int i = 0; i < TOPK; ++i) h_idx[static_cast<size_t>(set) * NTOK + r * TOPK + i] = req * S_K + perm[i];
+    }
+  for (int set = 0; set < SETS; ++set)
+    for (int i = 0; i < NTOK; ++i) h_seq[static_cast<size_t>(set) * NTOK + i] = i;
+  int *idx, *seq;
+  uint32_t* sink;
+  CHECK(cudaMalloc(&idx, h_idx.size() * 4));
+  CHECK(cudaMalloc(&seq, h_seq.size() * 4));
+  CHECK(cudaMalloc(&sink, 4));
+  CHECK(cudaMemcpy(idx, h_idx.data(), h_idx.size() * 4, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(seq, h_seq.data(), h_seq.size() * 4, cudaMemcpyHostToDevice));
+  const double bytes = static_cast<double>(NTOK) * TOKEN_BYTES;
+  printf("gather probe: %d SMs, %d tokens x %d B = %.1f MB per run; sparse-h16's bar (112.5 us for the call) = %.0f GB/s\n", sms, NTOK,
+         TOKEN_BYTES, bytes / 1e6, bytes / 112.5e3);
+  auto report = [&](const char* name, float us) { printf("%-34s %8.1f us  %6.0f GB/s of tokens\n", name, us, bytes / us / 1e3); };
+  auto set_ptr = [&](const int* base, int set) { return base + static_cast<size_t>(set) * NTOK; };
+  auto cache_of = [&](int set) { return cache + region * set; };
+
+#define RUN_LD(U, L2, CTAS_PER_SM, THREADS, SRC, NAME)                                                                     \
+  {                                                                                                                        \
+    const float us = time_median([&](int set) {                                                                            \
+      gather_ld<U, L2><<<sms * CTAS_PER_SM, THREADS>>>(cache_of(set), set_ptr(SRC, set), sink);                            \
+    }, 20);                                                                                                                \
+    char n[64];                                                                                                            \
+    snprintf(n, sizeof n, "%s U=%d %dx%d thr", NAME, U, CTAS_PER_SM, THREADS);                                             \
+    report(n, us);                                                                                                         \
+  }
+  RUN_LD(4, false, 8, 256, seq, "seq-ld");
+  RUN_LD(2, false, 8, 256, idx, "ld");
+  RUN_LD(4, false, 8, 256, idx, "ld");
+  RUN_LD(8, false, 8, 256, idx, "ld");
+  RUN_LD(4, false, 4, 256, idx, "ld");
+  RUN_LD(8, false, 4, 256, idx, "ld");
+  RUN_LD(4, true, 8, 256, idx, "ld256");
+  RUN_LD(8, true, 8, 256, idx, "ld256");
+
+#define RUN_BULK(S, C)                                                                                                     \
+  {                                                                                                                        \
+    const int smem = S * 32 * TOKEN_BYTES + S * 8;                                                                         \
+    CHECK(cudaFuncSetAttribute(gather_bulk<S>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));                        \
+    const float us = time_median([&](int set) { gather_bulk<S><<<sms * C, 32, smem>>>(cache_of(set), set_ptr(idx, set), sink); }, 20); \
+    char n[64];                                                                                                            \
+    snprintf(n, sizeof n, "bulk S=%d C=%d (%d KB/SM)", S, C, S * 32 * TOKEN_BYTES * C / 1024);                             \
+    report(n, us);                                                                                                         \
+  }
+  RUN_BULK(2, 1);
+  RUN_BULK(4, 1);
+  RUN_BULK(2, 4);
+  RUN_BULK(4, 2);
+  RUN_BULK(8, 1);
+  RUN_BULK(10, 1);
+  RUN_BULK(5, 2);
+  RUN_BULK(3, 3);
+#define RUN_CPA(S, U, CTAS_PER_SM)                                                                                         \
+  {                                                                                                                        \
+    const int smem = 8 * S * U * TOKEN_BYTES;                                                                              \
+    CHECK(cudaFuncSetAttribute(gather_cpasync<S, U>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));                  \
+    const float us = time_median([&](int set) {                                                                            \
+      gather_cpasync<S, U><<<sms * CTAS_PER_SM, 256, smem>>>(cache_of(set), set_ptr(idx, set), sink);                      \
+    }, 20);                                                                                                                \
+    char n[64];                                                                                                            \
+    snprintf(n, sizeof n, "cpasync S=%d U=%d %dx256 (%d KB/SM)", S, U, CTAS_PER_SM, smem * CTAS_PER_SM / 1024);          \
+    report(n, us);                                                                                                         \
+  }
+  RUN_CPA(4, 2, 2);
+  RUN_CPA(4, 4, 1);
+  RUN_CPA(3, 4, 2);
+  RUN_CPA(8, 2, 2);
+  CHECK(cudaFree(cache));
+  CHECK(cudaFree(idx));
+  CHECK(cudaFree(seq));
+  CHECK(cudaFree(sink));
+  return 0;
+}
