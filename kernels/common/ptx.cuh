@@ -548,6 +548,13 @@ __device__ __forceinline__ uint4 ld_nc_v4(const void* p) {
   return v;
 }
 
+// ld.global.nc.L1::evict_last.f32: one 4-byte read-only load (a token's dequantization scale).
+__device__ __forceinline__ float ld_nc_f32(const void* p) {
+  float v;
+  asm volatile("ld.global.nc." MLA_GATHER_L1 ".f32 %0, [%1];" : "=f"(v) : "l"(p));
+  return v;
+}
+
 // ld.global.nc.L1::evict_last.L2::256B.v4: the same load, asking L2 to fetch the whole 256-byte
 // block around it on a miss (a 656-byte FP8 token spans three: the neighbours' loads then hit L2).
 __device__ __forceinline__ uint4 ld_nc_v4_l2_256(const void* p) {

@@ -9,6 +9,8 @@
 //   bulk<S,C>     one warp per CTA, C CTAs per SM: a ring of S stages of 32 tokens, each token one
 //                 cp.async.bulk of 656 bytes into shared memory (no registers in flight; S*32*C tokens
 //                 in flight per SM)
+//   quarter<U>    the h16 producer's pattern: 8 tokens per warp, a thread one 64-byte quarter of each of
+//                 8 lines plus the scales and RoPE; U rounds in flight (quarter256: with L2::256B)
 //   cpasync<S,U>  a warp per token, each 16-byte piece by cp.async into a per-warp ring of S stages of U tokens
 //   seq-ld<U>     ld<U> over consecutive tokens: the streaming read rate of the same code
 // Each form reads every token of the case once per run (4 index sets in turn, each over its own cache
@@ -54,6 +56,92 @@ __global__ void __launch_bounds__(256) gather_ld(const uint8_t* __restrict__ cac
     for (int u = 0; u < U; ++u) fold(acc, v[u]), fold(acc, w[u]);
   }
   if ((acc.x ^ acc.y ^ acc.z ^ acc.w) == 0x9E3779B9u) sink[0] = 1;  // keeps the loads; never true in practice
+}
+
+// The h16 producer's pattern (producer_v2's quarters): lane = 8 tokens x 4 quarters, each thread 8 loads
+// of 16 bytes at 64-byte steps, the scales and two RoPE chunks; U rounds of 8 tokens per warp in flight.
+template <int U, bool L2_256>
+__global__ void __launch_bounds__(256) gather_quarter(const uint8_t* __restrict__ cache, const int* __restrict__ idx, uint32_t* sink) {
+  const int lane = threadIdx.x & 31, q = lane / 8;
+  const int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, nwarps = (gridDim.x * blockDim.x) >> 5;
+  auto ld = [&](const uint8_t* p) { return L2_256 ? ptx::ld_nc_v4_l2_256(p) : ld_plain(p); };
+  uint4 acc = {0, 0, 0, 0};
+  for (int base = warp * 8 * U; base < NTOK; base += nwarps * 8 * U) {
+    uint4 r[U][11];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint8_t* tok = cache + static_cast<size_t>(idx[base + 8 * u + lane % 8]) * TOKEN_BYTES;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) r[u][k] = ld(tok + 64 * k + 16 * q);
+      r[u][8] = ld_plain(tok + 512);
+#pragma unroll
+      for (int k = 0; k < 2; ++k) r[u][9 + k] = ld_plain(tok + 528 + 64 * k + 16 * q);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int k = 0; k < 11; ++k) fold(acc, r[u][k]);
+  }
+  if ((acc.x ^ acc.y ^ acc.z ^ acc.w) == 0x9E3779B9u) sink[0] = 1;
+}
+
+// Loads held in flight for sure: ptxas interleaved gather_ld's loads with their folds (the SASS had two
+// tokens' loads out at a time whatever U was), so these kernels put a fence between the loads and the
+// folds, as a producer's buffer wait stands between its loads and its conversion. Per warp, U groups in flight; three layouts:
+//   WT    a warp per token: all lanes load the 512 e4m3 bytes, the 8 tokens' 144-byte tails packed
+//         over the lanes (9 chunks a token, ceil(9U/32) loads); U tokens
+//   QTR   producer_v2's quarters: 8 tokens an instruction, 64 bytes each; U rounds of 8 tokens
+//   LINE  4 tokens an instruction, 128 bytes each (lane = token l/8, chunk l%8): 4 e4m3 loads, the RoPE
+//         chunks and the scales; U groups of 4 tokens
+enum { WT = 0, QTR = 1, LINE = 2 };
+// fence.acq_rel.cta: no earlier load may be moved below it, so every load of the trip is issued before
+// the first fold (a loop around an opaque value did not stop ptxas from sinking them: 32 registers).
+__device__ __forceinline__ void hold_loads() { asm volatile("fence.acq_rel.cta;" ::: "memory"); }
+template <int PAT, int U>
+__global__ void __launch_bounds__(256) gather_held(const uint8_t* __restrict__ cache, const int* __restrict__ idx, uint32_t* sink) {
+  constexpr int TOK = PAT == WT ? U : PAT == QTR ? 8 * U : 4 * U;                       // tokens per warp and trip
+  constexpr int NLD = PAT == WT ? U + (9 * U + 31) / 32 : PAT == QTR ? 11 * U : 6 * U;  // loads per lane
+  const int lane = threadIdx.x & 31;
+  const int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, nwarps = (gridDim.x * blockDim.x) >> 5;
+  uint4 acc = {0, 0, 0, 0};
+  for (int base = warp * TOK; base < NTOK; base += nwarps * TOK) {
+    uint4 r[NLD];
+    auto tok = [&](int j) { return cache + static_cast<size_t>(idx[base + j]) * TOKEN_BYTES; };
+    if constexpr (PAT == WT) {
+#pragma unroll
+      for (int j = 0; j < U; ++j) r[j] = ld_plain(tok(j) + 16 * lane);
+#pragma unroll
+      for (int i = 0; i < (9 * U + 31) / 32; ++i) {
+        const int slot = 32 * i + lane, j = min(slot / 9, U - 1);
+        r[U + i] = slot < 9 * U ? ld_plain(tok(j) + 512 + 16 * (slot % 9)) : uint4{0, 0, 0, 0};
+      }
+    } else if constexpr (PAT == QTR) {
+      const int q = lane / 8;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const uint8_t* t = tok(8 * u + lane % 8);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) r[11 * u + k] = ld_plain(t + 64 * k + 16 * q);
+        r[11 * u + 8] = ld_plain(t + 512);
+#pragma unroll
+        for (int k = 0; k < 2; ++k) r[11 * u + 9 + k] = ld_plain(t + 528 + 64 * k + 16 * q);
+      }
+    } else {
+      const int c = lane % 8;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const uint8_t* t = tok(4 * u + lane / 8);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) r[6 * u + k] = ld_plain(t + 128 * k + 16 * c);
+        r[6 * u + 4] = ld_plain(t + 528 + 16 * c);
+        r[6 * u + 5] = ld_plain(t + 512);
+      }
+    }
+    hold_loads();
+#pragma unroll
+    for (int k = 0; k < NLD; ++k) fold(acc, r[k]);
+  }
+  if ((acc.x ^ acc.y ^ acc.z ^ acc.w) == 0x9E3779B9u) sink[0] = 1;
 }
 
 // One warp per CTA; a ring of S stages of 32 tokens in shared memory, filled by the bulk-copy engine.
@@ -190,6 +278,10 @@ int main() {
     report(n, us);                                                                                                         \
   }
   RUN_LD(4, false, 8, 256, seq, "seq-ld");
+  RUN_LD(1, false, 4, 256, idx, "ld");   // 32 tokens in flight per SM
+  RUN_LD(1, false, 8, 256, idx, "ld");   // 64
+  RUN_LD(4, false, 2, 256, idx, "ld");   // 64
+  RUN_LD(2, false, 4, 256, idx, "ld");   // 64
   RUN_LD(2, false, 8, 256, idx, "ld");
   RUN_LD(4, false, 8, 256, idx, "ld");
   RUN_LD(8, false, 8, 256, idx, "ld");
@@ -197,6 +289,46 @@ int main() {
   RUN_LD(8, false, 4, 256, idx, "ld");
   RUN_LD(4, true, 8, 256, idx, "ld256");
   RUN_LD(8, true, 8, 256, idx, "ld256");
+
+#define RUN_H(PAT, U, CTAS_PER_SM)                                                                                         \
+  {                                                                                                                        \
+    const float us = time_median([&](int set) {                                                                            \
+      gather_held<PAT, U><<<sms * CTAS_PER_SM, 256>>>(cache_of(set), set_ptr(idx, set), sink);                             \
+    }, 20);                                                                                                                \
+    char n[64];                                                                                                            \
+    const int tok = PAT == WT ? U : PAT == QTR ? 8 * U : 4 * U;                                                            \
+    snprintf(n, sizeof n, "held %s U=%d %dx256 (%d tokens/SM)", PAT == WT ? "WT" : PAT == QTR ? "QTR" : "LINE", U,          \
+             CTAS_PER_SM, tok * 8 * CTAS_PER_SM);                                                                          \
+    report(n, us);                                                                                                         \
+  }
+  RUN_H(WT, 8, 1);
+  RUN_H(WT, 16, 1);
+  RUN_H(WT, 4, 2);
+  RUN_H(WT, 8, 2);
+  RUN_H(QTR, 1, 1);
+  RUN_H(QTR, 2, 1);
+  RUN_H(QTR, 1, 2);
+  RUN_H(LINE, 2, 1);
+  RUN_H(LINE, 4, 1);
+  RUN_H(LINE, 2, 2);
+  RUN_H(LINE, 4, 2);
+
+#define RUN_Q(U, L2, CTAS_PER_SM)                                                                                          \
+  {                                                                                                                        \
+    const float us = time_median([&](int set) {                                                                            \
+      gather_quarter<U, L2><<<sms * CTAS_PER_SM, 256>>>(cache_of(set), set_ptr(idx, set), sink);                           \
+    }, 20);                                                                                                                \
+    char n[64];                                                                                                            \
+    snprintf(n, sizeof n, "quarter%s U=%d %dx256 (%d tokens/SM)", L2 ? "256" : "", U, CTAS_PER_SM, 64 * U * CTAS_PER_SM); \
+    report(n, us);                                                                                                         \
+  }
+  RUN_Q(1, true, 1);
+  RUN_Q(1, false, 1);
+  RUN_Q(2, true, 1);
+  RUN_Q(2, false, 1);
+  RUN_Q(1, false, 2);
+  RUN_Q(2, false, 2);
+  RUN_Q(3, false, 1);
 
 #define RUN_BULK(S, C)                                                                                                     \
   {                                                                                                                        \
