@@ -369,10 +369,9 @@ __device__ __forceinline__ void producer_crossover(const SparseParams& p, Smem& 
 struct TokenQuarter {
   uint4 raw[8], rope[2], sc4;
 };
-template <bool L2_256 = true>
 __device__ __forceinline__ void load_quarter(TokenQuarter& x, const uint8_t* tok, int q) {
 #pragma unroll
-  for (int k = 0; k < 8; ++k) x.raw[k] = L2_256 ? ptx::ld_nc_v4_l2_256(tok + 64 * k + 16 * q) : ptx::ld_nc_v4(tok + 64 * k + 16 * q);
+  for (int k = 0; k < 8; ++k) x.raw[k] = ptx::ld_nc_v4_l2_256(tok + 64 * k + 16 * q);
   x.sc4 = ptx::ld_nc_v4(tok + 512);
 #pragma unroll
   for (int k = 0; k < 2; ++k) x.rope[k] = ptx::ld_nc_v4(tok + 528 + 64 * k + 16 * q);
@@ -405,10 +404,7 @@ __device__ __forceinline__ void store_quarter(uint8_t* kb, const TokenQuarter& x
 // while block n waits for its buffer and is converted, and the L2 prefetch runs three blocks ahead
 // instead of two. Correct on the H200 and slower (sparse-h16 176.9 vs 171.7 µs; the producers alone
 // 134.9 vs 132.1): the gathers were not waiting on their own latency (docs/sparse-decode.md §21).
-// LEAN (the h16 kernel's MLA_SPARSE_H16_LEAN, an experiment): plain loads (no L2::256B fetch) and no
-// L2 prefetch of the lines ahead. scripts/device/gather-probe.cu read sparse-h16's tokens at 3.9 TB/s
-// with plain loads and 128 tokens in flight per SM, and 15 % slower with the 256-byte hint.
-template <bool XO, int NPROD = 1, bool PIPE = false, bool LEAN = false>
+template <bool XO, int NPROD = 1, bool PIPE = false>
 __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx, int pidx = 0) {
   static_assert(NPROD == 1 || NPROD == 2, "one or two producer warpgroups");
   static_assert(!PIPE || (!XO && NPROD == 2), "the pipelined form is written for two producer warpgroups without crossover");
@@ -420,9 +416,7 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
   const int t = threadIdx.x - CONSUMER_THREADS - 128 * pidx, warp = t / 32, lane = t % 32, q = lane / 8;
   const uint32_t rank = XO ? ptx::cluster_ctarank() : 0u, peer = rank ^ 1u;
   auto token_of = [&](int r) { return (XO ? 32 * static_cast<int>(rank) : NPROD == 2 ? 32 * pidx : 32 * r) + 8 * warp + lane % 8; };
-  auto prefetch_lines = [&](int s) {
-    if constexpr (!LEAN) prefetch_quarter_lines(p, s, q);
-  };
+  auto prefetch_lines = [&](int s) { prefetch_quarter_lines(p, s, q); };
   const int n_blocks = walk_blocks(p, meta);
   Cursor cur = cursor_begin(p, meta), ahead = cur;  // cur: the block being filled (valid flags)
   int slot[ROUNDS], slot1[ROUNDS];
@@ -449,7 +443,7 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
       }
     } else {
 #pragma unroll
-      for (int k = 0; k < 8; ++k) raw[r][k] = LEAN ? ptx::ld_nc_v4(tok + 64 * k + 16 * q) : ptx::ld_nc_v4_l2_256(tok + 64 * k + 16 * q);
+      for (int k = 0; k < 8; ++k) raw[r][k] = ptx::ld_nc_v4_l2_256(tok + 64 * k + 16 * q);
       sc4[r] = ptx::ld_nc_v4(tok + 512);
 #pragma unroll
       for (int k = 0; k < 2; ++k) rope[r][k] = ptx::ld_nc_v4(tok + 528 + 64 * k + 16 * q);
@@ -460,12 +454,12 @@ __device__ __forceinline__ void producer_v2(const SparseParams& p, Smem& sm, con
     cursor_next(p, meta, ahead);
     prefetch_lines(slot2);
     TokenQuarter xs[2];  // block it's loads in xs[it % 2]
-    if constexpr (!ABLATE_PRODUCER) load_quarter<!LEAN>(xs[0], token_ptr(p, slot[0] >= 0 ? slot[0] : 0), q);
+    if constexpr (!ABLATE_PRODUCER) load_quarter(xs[0], token_ptr(p, slot[0] >= 0 ? slot[0] : 0), q);
     const int token = token_of(0);
     auto step = [&](auto set_c, int it) {  // set: it % 2, the register set and the K buffer
       constexpr int set = decltype(set_c)::value;
       if (pidx == 0) STRACE(it, 13);
-      if (!ABLATE_PRODUCER && it + 1 < n_blocks) load_quarter<!LEAN>(xs[set ^ 1], token_ptr(p, slot1[0] >= 0 ? slot1[0] : 0), q);
+      if (!ABLATE_PRODUCER && it + 1 < n_blocks) load_quarter(xs[set ^ 1], token_ptr(p, slot1[0] >= 0 ? slot1[0] : 0), q);
       const PendingSlot pending = cursor_index(p, meta, ahead, s_idx, token);  // block it + 3
       ptx::mbarrier_wait(&sm.kempty[set], ((it / 2) & 1) ^ 1);
       if (pidx == 0) STRACE(it, 14);
@@ -1005,13 +999,10 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
 // the producers alone 128.9 / 129.1 vs 129.9 / 130.0 (`…-exp12g-*`): more gathers in flight did not
 // raise their rate (docs/sparse-decode.md §21). (Timed before its loads and conversion became
 // load_quarter / store_quarter, which left its code the same size and scheduled it differently.)
-template <bool LEAN>
 __device__ __forceinline__ void producer_rr3(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx, int pidx) {
   const int t = threadIdx.x - 128 * (pidx + 1), warp = t / 32, lane = t % 32, q = lane / 8;
   auto token_of = [&](int h) { return 32 * (h % 2) + 8 * warp + lane % 8; };
-  auto prefetch_lines = [&](int slot) {
-    if constexpr (!LEAN) prefetch_quarter_lines(p, slot, q);
-  };
+  auto prefetch_lines = [&](int slot) { prefetch_quarter_lines(p, slot, q); };
   auto seek = [&](Cursor& c, int& at, int blk) {  // forward to the walk's block blk
     for (; at < blk; ++at) cursor_next(p, meta, c);
   };
@@ -1026,7 +1017,7 @@ __device__ __forceinline__ void producer_rr3(const SparseParams& p, Smem& sm, co
   for (int h = pidx; h / 2 < n_blocks; h += 3) {
     const int blk = h / 2, stage = blk % 2, token = token_of(h);
     TokenQuarter x;
-    load_quarter<!LEAN>(x, token_ptr(p, slot >= 0 ? slot : 0), q);
+    load_quarter(x, token_ptr(p, slot >= 0 ? slot : 0), q);
     seek(ahead, at_ahead, (h + 6) / 2);
     const PendingSlot pending = cursor_index(p, meta, ahead, s_idx, token_of(h + 6));
     ptx::mbarrier_wait(&sm.kempty[stage], ((blk / 2) & 1) ^ 1);
@@ -1041,21 +1032,28 @@ __device__ __forceinline__ void producer_rr3(const SparseParams& p, Smem& sm, co
   }
 }
 
-// MLA_SPARSE_H16_WT (an experiment): the h16 kernel's producers gather a warp per token. Warp w of the
-// eight producer warps takes tokens 8w .. 8w + 7 of each block; for each, all 32 lanes load the 512 e4m3
-// bytes (16 each: one instruction covers the token's five lines), each lane its scale (4 bytes: the
-// eight lanes of a 128-dim group read the same word), and the eight tokens' RoPE (128 bytes each) come
-// in two loads of four tokens. scripts/device/gather-probe.cu
-// read sparse-h16's tokens with eight warps per SM in 96.5 µs this way (16 tokens a warp in flight) and in
-// 124-128 µs with producer_v2's quarters (8 tokens per instruction, 64 bytes each), which is about what
-// the h16 producers alone take (125-140 µs). PIPE: two register sets, the next block's loads in flight
-// while this one waits for its buffer and is converted. Lane l converts dims 16l .. 16l + 15 (tile l/4,
-// chunks 2(l%4) and + 1, scale l/8); lanes of odd tiles store their second
+// The h16 kernel's producers (MLA_SPARSE_H16_WT, default 2): a warp per token. Warp w of the eight
+// producer warps takes tokens 8w .. 8w + 7 of each block; for each, all 32 lanes load the 512 e4m3
+// bytes (16 each: one instruction covers the token's five lines) and each lane its scale (4 bytes: the
+// eight lanes of a 128-dim group read the same word); the eight tokens' RoPE (128 bytes each) come in
+// two loads of four tokens. With PREFETCH the lines of the block two ahead are prefetched into L2, as
+// producer_v2 does (no registers: gathers in flight beyond the register set). Lane l converts dims
+// 16l .. 16l + 15 (tile l/4, chunks 2(l%4) and + 1, scale l/8); lanes of odd tiles store their second
 // chunk first, so each store instruction covers all eight 16-byte columns (no bank conflict, though all
 // lanes write the same row of eight tiles).
-template <bool PIPE>
+// Why: scripts/device/gather-probe.cu read sparse-h16's 344 MB of tokens (nothing else to do) in 87-89
+// µs with a warp per token and 64 warps per SM, in 96.5 µs with eight warps holding 16 tokens each, but
+// in 124-128 µs with producer_v2's quarters (8 tokens an instruction, 64 bytes each) on eight warps: what
+// the h16 producers alone took (125-130 µs). H200, sparse-h16, one call each (docs/sparse-decode.md §22):
+// MODE 2 + PREFETCH 157.2 / 157.1 µs against 170.8 / 170.4 (producer_v2), producers alone 123.9 vs 129.5;
+// without the prefetch 171.3; MODE 1 (two register sets, 152 registers, the consumer then at 184) 205.1,
+// with the prefetch 190.8 (the consumer's Q·Kᵀ took 1,800 cycles a block instead of ~1,000); each register
+// reloaded with the next block's piece as soon as converted 170.0; two consumer warpgroups (DUAL, 136 +
+// 120 registers) 159.5, their producers too slow to feed them (WG0 waited ~4,000 cycles a block for K).
+template <int MODE, bool PREFETCH>
 __device__ __forceinline__ void producer_wt(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx, int pidx) {
   constexpr uint32_t FULL = 0xFFFFFFFFu;
+  constexpr bool PIPE = MODE == 1;
   const int t = threadIdx.x - CONSUMER_THREADS - 128 * pidx, w = 4 * pidx + t / 32, lane = t % 32;
   const int g = lane / 4, qd = lane % 4;  // this lane's tile and chunk pair
   const int my_token = 8 * w + (lane & 7);  // the index this lane loads; token j's is lane j's
@@ -1063,21 +1061,27 @@ __device__ __forceinline__ void producer_wt(const SparseParams& p, Smem& sm, con
     uint4 main[8], rope[2];
     float scale[8];
   };
+  // Each lane turns its own token's slot into an offset once; the lanes that load a token fetch it.
+  struct Offsets {
+    uint32_t lo, hi;
+  };
+  auto offsets = [&](int slot) {
+    const unsigned long long off = static_cast<unsigned long long>(token_ptr(p, max(slot, 0)) - p.kv);
+    return Offsets{static_cast<uint32_t>(off), static_cast<uint32_t>(off >> 32)};
+  };
+  auto token_of = [&](Offsets o, int j) {
+    return p.kv + static_cast<long long>((static_cast<unsigned long long>(__shfl_sync(FULL, o.hi, j)) << 32) | __shfl_sync(FULL, o.lo, j));
+  };
   auto issue = [&](Set& x, int slot) {
-    // Each lane turns its own token's slot into an offset once; the lanes that load a token fetch it.
-    const long long off = token_ptr(p, max(slot, 0)) - p.kv;
-    const uint32_t lo = static_cast<uint32_t>(off), hi = static_cast<uint32_t>(off >> 32);
-    auto token_of = [&](int j) {
-      return p.kv + static_cast<long long>((static_cast<unsigned long long>(__shfl_sync(FULL, hi, j)) << 32) | __shfl_sync(FULL, lo, j));
-    };
+    const Offsets o = offsets(slot);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      const uint8_t* tok = token_of(j);
+      const uint8_t* tok = token_of(o, j);
       x.main[j] = ptx::ld_nc_v4(tok + 16 * lane);
       x.scale[j] = ptx::ld_nc_f32(tok + 512 + 4 * (lane / 8));  // the scale of this lane's dims
     }
 #pragma unroll
-    for (int i = 0; i < 2; ++i) x.rope[i] = ptx::ld_nc_v4(token_of(4 * i + lane / 8) + 528 + 16 * (lane % 8));
+    for (int i = 0; i < 2; ++i) x.rope[i] = ptx::ld_nc_v4(token_of(o, 4 * i + lane / 8) + 528 + 16 * (lane % 8));
   };
   auto convert = [&](const Set& x, int slot, int stage) {
     uint8_t* kb = sm.k[stage];
@@ -1085,7 +1089,11 @@ __device__ __forceinline__ void producer_wt(const SparseParams& p, Smem& sm, con
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       uint4 a, b;
+#ifdef MLA_ABLATE_SPARSE_DEQUANT  // timing ablation (wrong outputs): the bytes stored as loaded
+      a = b = x.main[j];
+#else
       dequant16(x.main[j], __float2bfloat162_rn(x.scale[j]), a, b);
+#endif
       if (!((valid >> j) & 1u)) a = b = make_uint4(0, 0, 0, 0);
       uint8_t* tile = kb + g * TILE_BYTES;
       const int row = 8 * w + j, odd = g & 1;
@@ -1106,6 +1114,7 @@ __device__ __forceinline__ void producer_wt(const SparseParams& p, Smem& sm, con
   int slot_nxt = cursor_slot(p, meta, ahead, s_idx, my_token);
   cursor_next(p, meta, ahead);
   Set xs[PIPE ? 2 : 1];
+  if constexpr (PREFETCH) prefetch_quarter_lines(p, slot_cur, lane / 8), prefetch_quarter_lines(p, slot_nxt, lane / 8);
   if constexpr (PIPE) issue(xs[0], slot_cur);
   auto step = [&](auto set_c, int it) {  // set: the register set (PIPE) and the K buffer, it % 2
     constexpr int set = decltype(set_c)::value, rs = PIPE ? set : 0;
@@ -1118,6 +1127,7 @@ __device__ __forceinline__ void producer_wt(const SparseParams& p, Smem& sm, con
     const PendingSlot pending = cursor_index(p, meta, ahead, s_idx, my_token);  // block it + 2
     ptx::mbarrier_wait(&sm.kempty[set], ((it / 2) & 1) ^ 1);
     if (pidx == 0) STRACE(it, 14);
+    if constexpr (PREFETCH) prefetch_quarter_lines(p, slot_of(p, pending), lane / 8);  // lane & 7's token, lines q, q + 4
     convert(xs[rs], slot_cur, set);
     if (pidx == 0) STRACE(it, 17);
     ptx::fence_proxy_async_smem();
@@ -1133,8 +1143,10 @@ __device__ __forceinline__ void producer_wt(const SparseParams& p, Smem& sm, con
   }
 }
 
-// 512 threads as v3: WG0 the h16 consumer, WG1 idle (its registers go to the others), WG2-3 the v3
-// producers; MLA_SPARSE_H16_PIPE=1 gives them two register sets (producer_v2's PIPE).
+// 512 threads as v3: WG0 the h16 consumer, WG1 idle (its registers go to the others), WG2-3 the
+// producers: producer_wt (one register set and the L2 prefetch). MLA_SPARSE_H16_WT=0 builds producer_v2
+// instead (the eleventh session's form, for A/B timing), where MLA_SPARSE_H16_PIPE=1 gives it two
+// register sets and MLA_SPARSE_H16_RR3=1 makes WG1 a third producer; 1 = producer_wt with two sets.
 #ifndef MLA_SPARSE_H16_DUAL
 #define MLA_SPARSE_H16_DUAL 0
 #endif
@@ -1144,25 +1156,32 @@ __device__ __forceinline__ void producer_wt(const SparseParams& p, Smem& sm, con
 #ifndef MLA_SPARSE_H16_RR3
 #define MLA_SPARSE_H16_RR3 0
 #endif
-#ifndef MLA_SPARSE_H16_LEAN
-#define MLA_SPARSE_H16_LEAN 0
-#endif
-constexpr bool H16_LEAN = MLA_SPARSE_H16_LEAN != 0;
-// MLA_SPARSE_H16_WT: 1 = producer_wt with two register sets, 2 = with one (fits beside DUAL's consumers).
 #ifndef MLA_SPARSE_H16_WT
-#define MLA_SPARSE_H16_WT 0
+#define MLA_SPARSE_H16_WT 2
 #endif
 constexpr int H16_WT = MLA_SPARSE_H16_WT;
+static_assert(H16_WT >= 0 && H16_WT <= 2, "0 (producer_v2), 1 or 2 (producer_wt with two or one register sets)");
+#ifndef MLA_SPARSE_H16_WT_PREFETCH
+#define MLA_SPARSE_H16_WT_PREFETCH 1
+#endif
 constexpr bool H16_RR3 = MLA_SPARSE_H16_RR3 != 0;
 constexpr bool H16_PIPE = MLA_SPARSE_H16_PIPE != 0;
 constexpr bool H16_DUAL = MLA_SPARSE_H16_DUAL != 0;
 constexpr bool H16_WIDE = H16_PIPE || H16_WT == 1;  // producers with two register sets
-static_assert(!(H16_DUAL && H16_WIDE), "two consumer warpgroups leave the producers 72 registers");
-static_assert(!(H16_RR3 && (H16_DUAL || H16_WIDE || H16_WT)), "WG1 produces with RR3");
-// (producer_wt holds 8 scales beside its 10 loads a set: 152 registers with two sets, 120 with one; the
-// h16 consumer fits in 184, as DUAL's.)
-constexpr int H16_CONSUMER_REGS = H16_DUAL || H16_WT == 1 ? 184 : H16_PIPE ? 224 : 232, H16_IDLE_REGS = 24;
-constexpr int H16_PRODUCER_REGS = H16_WT == 1 ? 152 : H16_WT == 2 && !H16_DUAL ? 120 : H16_WIDE ? LAUNCH_REGS_V3 : PRODUCER_REGS_V3;
+static_assert(!(H16_DUAL && H16_WIDE), "two consumer warpgroups leave the producers too few registers for two sets");
+static_assert(!((H16_RR3 || H16_PIPE) && H16_WT), "RR3 and PIPE are producer_v2's: build them with MLA_SPARSE_H16_WT=0");
+static_assert(!(H16_RR3 && (H16_DUAL || H16_WIDE)), "WG1 produces with RR3");
+// producer_wt holds 8 scales beside its 10 loads a set: 152 registers with two sets, 120 with one (at 72
+// it spilled); the h16 consumer fits in 136 without spilling, but at 184 it ran slower than at 224
+// (PIPE: 180.3 vs 174.5 µs). The overrides are for timing.
+#ifndef MLA_SPARSE_H16_CONSUMER_REGS
+#define MLA_SPARSE_H16_CONSUMER_REGS (H16_DUAL ? (H16_WT ? 136 : 184) : H16_WT == 1 ? 184 : H16_PIPE ? 224 : 232)
+#endif
+constexpr int H16_CONSUMER_REGS = MLA_SPARSE_H16_CONSUMER_REGS, H16_IDLE_REGS = 24;
+#ifndef MLA_SPARSE_H16_PRODUCER_REGS
+#define MLA_SPARSE_H16_PRODUCER_REGS (H16_WT == 1 ? 152 : H16_WT == 2 ? 120 : H16_WIDE ? LAUNCH_REGS_V3 : PRODUCER_REGS_V3)
+#endif
+constexpr int H16_PRODUCER_REGS = MLA_SPARSE_H16_PRODUCER_REGS;
 static_assert((H16_DUAL ? 2 * H16_CONSUMER_REGS : H16_CONSUMER_REGS + H16_IDLE_REGS) + 2 * H16_PRODUCER_REGS <= 4 * LAUNCH_REGS_V3, "setmaxnreg within the CTA's registers");
 __device__ __forceinline__ void sparse_decode_h16(const SparseParams& p) {
   extern __shared__ uint8_t smem_raw[];
@@ -1183,14 +1202,14 @@ __device__ __forceinline__ void sparse_decode_h16(const SparseParams& p) {
   const int wg = __shfl_sync(0xFFFFFFFFu, static_cast<int>(threadIdx.x / 128), 0);
   if (H16_RR3 && wg >= 1) {
     ptx::setmaxnreg_dec<PRODUCER_REGS_V3>();
-    producer_rr3<H16_LEAN>(p, sm, *meta, blockIdx.y, wg - 1);
+    producer_rr3(p, sm, *meta, blockIdx.y, wg - 1);
   } else if (wg >= 2) {
     if constexpr (H16_PRODUCER_REGS < LAUNCH_REGS_V3) ptx::setmaxnreg_dec<H16_PRODUCER_REGS>();  // (PIPE keeps the launch's 128)
     if constexpr (H16_PRODUCER_REGS > LAUNCH_REGS_V3) ptx::setmaxnreg_inc<H16_PRODUCER_REGS>();
     if constexpr (H16_WT != 0)
-      producer_wt<H16_WT == 1>(p, sm, *meta, blockIdx.y, wg - 2);
+      producer_wt<H16_WT, MLA_SPARSE_H16_WT_PREFETCH != 0>(p, sm, *meta, blockIdx.y, wg - 2);
     else
-      producer_v2<false, 2, H16_PIPE, H16_LEAN>(p, sm, *meta, blockIdx.y, wg - 2);
+      producer_v2<false, 2, H16_PIPE>(p, sm, *meta, blockIdx.y, wg - 2);
   } else if (wg == 0 || H16_DUAL) {
     ptx::setmaxnreg_inc<H16_CONSUMER_REGS>();
     consumer_h16<ptx::bf16_t, H16_DUAL>(p, sm, *meta, blockIdx.y, wg);
