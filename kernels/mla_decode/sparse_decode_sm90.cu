@@ -1049,7 +1049,9 @@ __device__ __forceinline__ void producer_rr3(const SparseParams& p, Smem& sm, co
 // without the prefetch 171.3; MODE 1 (two register sets, 152 registers, the consumer then at 184) 205.1,
 // with the prefetch 190.8 (the consumer's Q·Kᵀ took 1,800 cycles a block instead of ~1,000); each register
 // reloaded with the next block's piece as soon as converted 170.0; two consumer warpgroups (DUAL, 136 +
-// 120 registers) 159.5, their producers too slow to feed them (WG0 waited ~4,000 cycles a block for K).
+// 120 registers) 159.5, their producers too slow to feed them (WG0 waited ~4,000 cycles a block for K);
+// the prefetch three blocks ahead instead of two 178.5 (producers alone 133.5 vs 124.0); the gathers
+// with L1::no_allocate 158.8 (and sparse-v32 377.1 vs 355.5).
 template <int MODE, bool PREFETCH>
 __device__ __forceinline__ void producer_wt(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx, int pidx) {
   constexpr uint32_t FULL = 0xFFFFFFFFu;
