@@ -5,7 +5,7 @@
 // raw timeline for both warpgroups on one clock. Run from the project root on the GPU host:
 //   FLASHMLA_KERNEL_DIR=dist/kernels-trace bash .gpu/enter.sh node scripts/device/traceDense.mjs [case] [kernel]
 // (TRACE_JSON=file keeps the raw events)
-// (case: dense-compute (default), dense-compute-mtp, dense-mem-h16, dense-short-h16 or dense-b1, each
+// (case: dense-compute (default), dense-compute-mtp, dense-mem-h16, dense-mem-h64, dense-short-h16 or dense-b1, each
 // request at the case's length; kernel: the API's choice for the shape, or any dense_seesaw* name: the
 // pair events are seesaw_pipe's, the per-CTA and per-request ones every seesaw kernel's).
 import { Event, flashMlaWithKvcache, getMlaMetadata, Stream, Tensor } from "../../dist/src/index.js";
@@ -35,6 +35,7 @@ const SHAPES = {
   "dense-compute": { b: 128, s_q: 1, h_q: 128, s_k: 8192 },
   "dense-compute-mtp": { b: 128, s_q: 2, h_q: 128, s_k: 8192 },
   "dense-mem-h16": { b: 128, s_q: 1, h_q: 16, s_k: 8192 },
+  "dense-mem-h64": { b: 128, s_q: 1, h_q: 64, s_k: 8192 },
   "dense-short-h16": { b: 128, s_q: 1, h_q: 16, s_k: 1024 },
   "dense-b1": { b: 1, s_q: 1, h_q: 128, s_k: 32768 },
 };
