@@ -31,9 +31,10 @@ export interface SparseDecodeOptions {
   producer?: "v1" | "v2" | "v3";
   /**
    * The consumer with the tokens as wgmma's M and the heads as N, for h_q <= 16 (a quarter of the 64-row
-   * consumers' tensor work there), with the v3 producers; not with crossover. "auto": where h_q <= 16,
-   * the producer is v3 and there is no crossover (flashMlaWithKvcache's choice; on the H200 at sparse-h16
-   * 171.3 µs against 186.6 for the 64-row v3 kernel).
+   * consumers' tensor work there), in a 512-thread CTA like v3's (so `producer` must be "v3"), whose two
+   * producer warpgroups gather a warp per token; not with crossover. "auto": where h_q <= 16, the
+   * producer is v3 and there is no crossover (flashMlaWithKvcache's choice; on the H200 at sparse-h16
+   * 155.8 µs against 186.6 for the 64-row v3 kernel).
    * @default false
    */
   h16?: boolean | "auto";
