@@ -247,8 +247,8 @@ __device__ __forceinline__ void h16_init(float (&ot)[8][8], float (&m)[4], float
   for (int j = 0; j < 4; ++j) m[j] = M_INIT, l[j] = 0.0f;
 }
 
-// Sᵀ = K·Qᵀ for the 64 tokens of the block at k_base, queued as one wgmma group (WAIT: and waited for).
-template <typename T, bool WAIT = true>
+// Sᵀ = K·Qᵀ for the 64 tokens of the block at k_base, waited for.
+template <typename T>
 __device__ __forceinline__ void h16_qk(float (&st)[8], uint32_t k_base, uint32_t q_base) {
 #pragma unroll
   for (int e = 0; e < 8; ++e) st[e] = 0.0f;
@@ -260,10 +260,8 @@ __device__ __forceinline__ void h16_qk(float (&st)[8], uint32_t k_base, uint32_t
       ptx::wgmma_m64n16k16_ss<T, 0>(st, ptx::smem_desc_sw128(k_base + t * TILE_BYTES + kk * 32, 16, 1024),
                                     ptx::smem_desc_sw128(q_base + t * H16_TILE + kk * 32, 16, 1024), t != 0 || kk != 0);
   ptx::wgmma_commit();
-  if constexpr (WAIT) {
-    ptx::wgmma_wait<0>();
-    ptx::fence_regs(st);
-  }
+  ptx::wgmma_wait<0>();
+  ptx::fence_regs(st);
 }
 
 // v[j] combined (op) over the warpgroup's 64 rows of column h16_col(lane, j): the thread's, the warp's
@@ -316,8 +314,8 @@ __device__ __forceinline__ void h16_softmax(float (&st)[8], float (&mx)[4], floa
 // Pᵀ into its SW128 tile (as in wgmma_probe_sm90.cu): register x holds elements 2x, 2x+1, the 8x8 matrix
 // of tokens 16·warp + 8·(x&1) + 0..7 and rows 8·(x>>1) + 0..7; .trans stores its column i as the tile row
 // of query row 8·(x>>1) + i, in 16-byte chunk 2·warp + (x&1). Then Oᵀ += Vᵀ·Pᵀ (V: the block's tiles
-// 0-7 read transposed), queued once every warp stored its part (named barrier `bar`); WAIT: waited for.
-template <typename T, bool WAIT = true>
+// 0-7 read transposed), waited for, once every warp stored its part (named barrier `bar`).
+template <typename T>
 __device__ __forceinline__ void h16_pv(float (&ot)[8][8], const float (&st)[8], uint32_t k_base, uint32_t pt_base, int warp, int lane, uint32_t bar) {
   {
     const int g = lane / 8, r = 8 * (g >> 1) + lane % 8, chunk = 2 * warp + (g & 1);
@@ -334,11 +332,9 @@ __device__ __forceinline__ void h16_pv(float (&ot)[8][8], const float (&st)[8], 
       ptx::wgmma_m64n16k16_ss<T, 1>(ot[mb], ptx::smem_desc_sw128(k_base + mb * TILE_BYTES + kk * 2048, TILE_BYTES, 1024),
                                     ptx::smem_desc_sw128(pt_base + kk * 32, 16, 1024), 1);
   ptx::wgmma_commit();
-  if constexpr (WAIT) {
-    ptx::wgmma_wait<0>();
+  ptx::wgmma_wait<0>();
 #pragma unroll
-    for (int mb = 0; mb < 8; ++mb) ptx::fence_regs(ot[mb]);
-  }
+  for (int mb = 0; mb < 8; ++mb) ptx::fence_regs(ot[mb]);
 }
 
 }  // namespace mla

@@ -852,13 +852,8 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
 // and WG1 hands its part to WG0 through shared memory at the request's end (the split-KV merge, in
 // place). Correct on the H200 and slower (sparse-h16 175.0 vs 171.3 µs): the producers bound the kernel,
 // and WG0 then waited ~4.9 k cycles a block for K; it is for a faster producer.
-// QK_AHEAD (MLA_SPARSE_H16_QK_AHEAD, an experiment; not with DUAL): once a block's P·V is queued, the next
-// block's Q·Kᵀ is queued behind it before P·V is waited for, so the tensor pipe runs the two back to back
-// instead of idling through the wait, the release, the next K wait and the issue (the shipped chain's
-// trace: Q·Kᵀ 1,296 + softmax 1,208 + P·V 1,030 cycles a block, ~3,700 in all).
-template <typename T, bool DUAL = false, bool QK_AHEAD = false>
+template <typename T, bool DUAL = false>
 __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx, int wg = 0) {
-  static_assert(!(DUAL && QK_AHEAD), "QK_AHEAD is written for one consumer warpgroup");
   const int tid = threadIdx.x - 128 * wg, warp = tid / 32, lane = tid % 32;
   constexpr int ALL = DUAL ? 256 : 128;  // the consumer threads
   const uint32_t bar = wg == 0 ? BAR_CONSUMERS : BAR_P_READY, bar_all = DUAL ? BAR_P_FREE : BAR_CONSUMERS;
@@ -904,28 +899,20 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
     float ot[8][8], m[4], l[4];
     h16_init(ot, m, l);
 
-    float st[8];  // (QK_AHEAD: the next block's Sᵀ is in flight here between iterations)
     for (int blk = start_blk; blk < end_blk; ++blk, ++it) {
       if (DUAL && (it & 1) != wg) continue;
       const int stage = it % 2;
       // The producer wrote zeros for invalid tokens, so V holds no poison; their scores are masked here.
       STRACE(it, 0);
+      ptx::mbarrier_wait(&sm.kfull[stage], (it / 2) & 1);
+      STRACE(it, 1);
       const uint32_t k_base = ptx::smem_addr(sm.k[stage]);
-      float mx[4];
+      float st[8], mx[4];
       if constexpr (ABLATE_CONSUMERS) {  // the producers' rate: release at once (wrong outputs)
-        ptx::mbarrier_wait(&sm.kfull[stage], (it / 2) & 1);
         if (lane == 0) ptx::mbarrier_arrive(&sm.kempty[stage]);
         continue;
       }
-      if (!QK_AHEAD || blk == start_blk) {
-        ptx::mbarrier_wait(&sm.kfull[stage], (it / 2) & 1);
-        STRACE(it, 1);
-        h16_qk<T, !QK_AHEAD>(st, k_base, q_req);
-      }
-      if constexpr (QK_AHEAD) {
-        ptx::wgmma_wait<0>();
-        ptx::fence_regs(st);
-      }
+      h16_qk<T>(st, k_base, q_req);
       STRACE(it, 2);
 #pragma unroll
       for (int j = 0; j < 4; ++j) mx[j] = MASKED;
@@ -937,19 +924,7 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
       }
       h16_softmax<MLA_SPARSE_LAZY_MAX>(st, mx, m, l, ot, red, warp, lane, bar);
       STRACE(it, 3);
-      h16_pv<T, !QK_AHEAD>(ot, st, k_base, pt_base, warp, lane, bar);
-      if constexpr (QK_AHEAD) {
-        if (blk + 1 < end_blk) {  // the next block's Q·Kᵀ behind this P·V, then this P·V waited for
-          ptx::mbarrier_wait(&sm.kfull[stage ^ 1], ((it + 1) / 2) & 1);
-          STRACE(it + 1, 1);
-          h16_qk<T, false>(st, ptx::smem_addr(sm.k[stage ^ 1]), q_req);
-          ptx::wgmma_wait<1>();
-        } else {
-          ptx::wgmma_wait<0>();
-        }
-#pragma unroll
-        for (int mb = 0; mb < 8; ++mb) ptx::fence_regs(ot[mb]);
-      }
+      h16_pv<T>(ot, st, k_base, pt_base, warp, lane, bar);
       STRACE(it, 7);
       // sm.p and red are the next block's. Lane 0 releases the buffer after the barrier, which orders every
       // thread's reads of it (the valid flags) before: compute-sanitizer's racecheck models a barrier, not
@@ -1191,9 +1166,6 @@ static_assert(H16_WT >= 0 && H16_WT <= 2, "0 (producer_v2), 1 or 2 (producer_wt 
 #ifndef MLA_SPARSE_H16_WT_PREFETCH
 #define MLA_SPARSE_H16_WT_PREFETCH 1
 #endif
-#ifndef MLA_SPARSE_H16_QK_AHEAD
-#define MLA_SPARSE_H16_QK_AHEAD 0
-#endif
 constexpr bool H16_RR3 = MLA_SPARSE_H16_RR3 != 0;
 constexpr bool H16_PIPE = MLA_SPARSE_H16_PIPE != 0;
 constexpr bool H16_DUAL = MLA_SPARSE_H16_DUAL != 0;
@@ -1242,7 +1214,7 @@ __device__ __forceinline__ void sparse_decode_h16(const SparseParams& p) {
       producer_v2<false, 2, H16_PIPE>(p, sm, *meta, blockIdx.y, wg - 2);
   } else if (wg == 0 || H16_DUAL) {
     ptx::setmaxnreg_inc<H16_CONSUMER_REGS>();
-    consumer_h16<ptx::bf16_t, H16_DUAL, MLA_SPARSE_H16_QK_AHEAD != 0>(p, sm, *meta, blockIdx.y, wg);
+    consumer_h16<ptx::bf16_t, H16_DUAL>(p, sm, *meta, blockIdx.y, wg);
   } else {
     ptx::setmaxnreg_dec<H16_IDLE_REGS>();
   }
