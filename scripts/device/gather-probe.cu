@@ -2,15 +2,17 @@
 // 128 requests x 2 query tokens x 2048 random distinct tokens of 656 bytes (the V32 FP8 layout) from a
 // 32,768-token cache per request: 344 MB of tokens spread over a 2.75 GB cache. Its bar is 112.5 µs for
 // the whole call, i.e. 3.06 TB/s of token bytes. The h16 kernel's producers alone (consumers ablated)
-// take 125-132 µs (docs/sparse-decode.md §21). This reads the same tokens with nothing else to do, in
+// took 125-132 µs (docs/sparse-decode.md §21; results §22). This reads the same tokens with nothing else to do, in
 // the forms a kernel could use, so the bar can be set against what the memory system gives:
-//   ld<U>         a warp per token (32 lanes x 16 B, then 9 lanes x 16 B), U tokens' loads in flight per warp
+//   ld<U>         a warp per token (32 lanes x 16 B, then 9 lanes x 16 B), U tokens a trip (ptxas issues
+//                 about two tokens' loads and then waits, whatever U: see gather_held for forms that hold them)
 //   ld256<U>      the same with the L2::256B fetch hint
+//   held <L,U>    WT / QTR / LINE layouts with every load of a trip issued before the first use
 //   bulk<S,C>     one warp per CTA, C CTAs per SM: a ring of S stages of 32 tokens, each token one
 //                 cp.async.bulk of 656 bytes into shared memory (no registers in flight; S*32*C tokens
 //                 in flight per SM)
-//   quarter<U>    the h16 producer's pattern: 8 tokens per warp, a thread one 64-byte quarter of each of
-//                 8 lines plus the scales and RoPE; U rounds in flight (quarter256: with L2::256B)
+//   quarter<U>    the old h16 producer's pattern: 8 tokens per warp, a thread one 64-byte quarter of each
+//                 of 8 lines plus the scales and RoPE; U rounds a trip (quarter256: with L2::256B)
 //   cpasync<S,U>  a warp per token, each 16-byte piece by cp.async into a per-warp ring of S stages of U tokens
 //   seq-ld<U>     ld<U> over consecutive tokens: the streaming read rate of the same code
 // Each form reads every token of the case once per run (4 index sets in turn, each over its own cache
