@@ -1059,12 +1059,9 @@ __device__ __forceinline__ void producer_wt(const SparseParams& p, Smem& sm, con
   const int t = threadIdx.x - CONSUMER_THREADS - 128 * pidx, w = 4 * pidx + t / 32, lane = t % 32;
   const int g = lane / 4, qd = lane % 4;  // this lane's tile and chunk pair
   const int my_token = 8 * w + (lane & 7);  // the index this lane loads; token j's is lane j's
-  // LATE_SCALES (MODE 1): the scales are loaded when the set is converted (their lines are in L2 by then),
-  // so two sets fit in 128 registers beside the 232-register consumer.
-  constexpr bool LATE_SCALES = PIPE;
   struct Set {
     uint4 main[8], rope[2];
-    float scale[LATE_SCALES ? 1 : 8];
+    float scale[8];
   };
   // Each lane turns its own token's slot into an offset once; the lanes that load a token fetch it.
   struct Offsets {
@@ -1083,7 +1080,7 @@ __device__ __forceinline__ void producer_wt(const SparseParams& p, Smem& sm, con
     for (int j = 0; j < 8; ++j) {
       const uint8_t* tok = token_of(o, j);
       x.main[j] = ptx::ld_nc_v4(tok + 16 * lane);
-      if constexpr (!LATE_SCALES) x.scale[j] = ptx::ld_nc_f32(tok + 512 + 4 * (lane / 8));  // the scale of this lane's dims
+      x.scale[j] = ptx::ld_nc_f32(tok + 512 + 4 * (lane / 8));  // the scale of this lane's dims
     }
 #pragma unroll
     for (int i = 0; i < 2; ++i) x.rope[i] = ptx::ld_nc_v4(token_of(o, 4 * i + lane / 8) + 528 + 16 * (lane % 8));
@@ -1091,19 +1088,13 @@ __device__ __forceinline__ void producer_wt(const SparseParams& p, Smem& sm, con
   auto convert = [&](const Set& x, int slot, int stage) {
     uint8_t* kb = sm.k[stage];
     const uint32_t valid = __ballot_sync(FULL, slot >= 0);  // bit j (j < 8): token 8w + j
-    float late[8];
-    if constexpr (LATE_SCALES) {
-      const Offsets o = offsets(slot);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) late[j] = ptx::ld_nc_f32(token_of(o, j) + 512 + 4 * (lane / 8));
-    }
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       uint4 a, b;
 #ifdef MLA_ABLATE_SPARSE_DEQUANT  // timing ablation (wrong outputs): the bytes stored as loaded
       a = b = x.main[j];
 #else
-      dequant16(x.main[j], __float2bfloat162_rn(LATE_SCALES ? late[j] : x.scale[j]), a, b);
+      dequant16(x.main[j], __float2bfloat162_rn(x.scale[j]), a, b);
 #endif
       if (!((valid >> j) & 1u)) a = b = make_uint4(0, 0, 0, 0);
       uint8_t* tile = kb + g * TILE_BYTES;
@@ -1182,16 +1173,15 @@ constexpr bool H16_WIDE = H16_PIPE || H16_WT == 1;  // producers with two regist
 static_assert(!(H16_DUAL && H16_WIDE), "two consumer warpgroups leave the producers too few registers for two sets");
 static_assert(!((H16_RR3 || H16_PIPE) && H16_WT), "RR3 and PIPE are producer_v2's: build them with MLA_SPARSE_H16_WT=0");
 static_assert(!(H16_RR3 && (H16_DUAL || H16_WIDE)), "WG1 produces with RR3");
-// producer_wt holds 8 scales beside its 10 loads a set: 120 registers with one set (at 72 it spilled);
-// with two sets it loads the scales at conversion and fits in the launch's 128 (with the scales held it
-// needed 152, leaving the consumer 184); the h16 consumer fits in 136 without spilling, but at 184 it ran
-// slower than at 224 (PIPE: 180.3 vs 174.5 µs). The overrides are for timing.
+// producer_wt holds 8 scales beside its 10 loads a set: 152 registers with two sets, 120 with one (at 72
+// it spilled); the h16 consumer fits in 136 without spilling, but at 184 it ran slower than at 224
+// (PIPE: 180.3 vs 174.5 µs). The overrides are for timing.
 #ifndef MLA_SPARSE_H16_CONSUMER_REGS
-#define MLA_SPARSE_H16_CONSUMER_REGS (H16_DUAL ? (H16_WT ? 136 : 184) : H16_PIPE ? 224 : 232)
+#define MLA_SPARSE_H16_CONSUMER_REGS (H16_DUAL ? (H16_WT ? 136 : 184) : H16_WT == 1 ? 184 : H16_PIPE ? 224 : 232)
 #endif
 constexpr int H16_CONSUMER_REGS = MLA_SPARSE_H16_CONSUMER_REGS, H16_IDLE_REGS = 24;
 #ifndef MLA_SPARSE_H16_PRODUCER_REGS
-#define MLA_SPARSE_H16_PRODUCER_REGS (H16_WT == 2 ? 120 : H16_WIDE ? LAUNCH_REGS_V3 : PRODUCER_REGS_V3)
+#define MLA_SPARSE_H16_PRODUCER_REGS (H16_WT == 1 ? 152 : H16_WT == 2 ? 120 : H16_WIDE ? LAUNCH_REGS_V3 : PRODUCER_REGS_V3)
 #endif
 constexpr int H16_PRODUCER_REGS = MLA_SPARSE_H16_PRODUCER_REGS;
 static_assert((H16_DUAL ? 2 * H16_CONSUMER_REGS : H16_CONSUMER_REGS + H16_IDLE_REGS) + 2 * H16_PRODUCER_REGS <= 4 * LAUNCH_REGS_V3, "setmaxnreg within the CTA's registers");
