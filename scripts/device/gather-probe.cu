@@ -11,8 +11,6 @@
 //   bulk<S,C>     one warp per CTA, C CTAs per SM: a ring of S stages of 32 tokens, each token one
 //                 cp.async.bulk of 656 bytes into shared memory (no registers in flight; S*32*C tokens
 //                 in flight per SM)
-//   quarter<U>    the old h16 producer's pattern: 8 tokens per warp, a thread one 64-byte quarter of each
-//                 of 8 lines plus the scales and RoPE; U rounds a trip (quarter256: with L2::256B)
 //   cpasync<S,U>  a warp per token, each 16-byte piece by cp.async into a per-warp ring of S stages of U tokens
 //   seq-ld<U>     ld<U> over consecutive tokens: the streaming read rate of the same code
 // Each form reads every token of the case once per run (4 index sets in turn, each over its own cache
@@ -58,33 +56,6 @@ __global__ void __launch_bounds__(256) gather_ld(const uint8_t* __restrict__ cac
     for (int u = 0; u < U; ++u) fold(acc, v[u]), fold(acc, w[u]);
   }
   if ((acc.x ^ acc.y ^ acc.z ^ acc.w) == 0x9E3779B9u) sink[0] = 1;  // keeps the loads; never true in practice
-}
-
-// The h16 producer's pattern (producer_v2's quarters): lane = 8 tokens x 4 quarters, each thread 8 loads
-// of 16 bytes at 64-byte steps, the scales and two RoPE chunks; U rounds of 8 tokens per warp in flight.
-template <int U, bool L2_256>
-__global__ void __launch_bounds__(256) gather_quarter(const uint8_t* __restrict__ cache, const int* __restrict__ idx, uint32_t* sink) {
-  const int lane = threadIdx.x & 31, q = lane / 8;
-  const int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, nwarps = (gridDim.x * blockDim.x) >> 5;
-  auto ld = [&](const uint8_t* p) { return L2_256 ? ptx::ld_nc_v4_l2_256(p) : ld_plain(p); };
-  uint4 acc = {0, 0, 0, 0};
-  for (int base = warp * 8 * U; base < NTOK; base += nwarps * 8 * U) {
-    uint4 r[U][11];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const uint8_t* tok = cache + static_cast<size_t>(idx[base + 8 * u + lane % 8]) * TOKEN_BYTES;
-#pragma unroll
-      for (int k = 0; k < 8; ++k) r[u][k] = ld(tok + 64 * k + 16 * q);
-      r[u][8] = ld_plain(tok + 512);
-#pragma unroll
-      for (int k = 0; k < 2; ++k) r[u][9 + k] = ld_plain(tok + 528 + 64 * k + 16 * q);
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-#pragma unroll
-      for (int k = 0; k < 11; ++k) fold(acc, r[u][k]);
-  }
-  if ((acc.x ^ acc.y ^ acc.z ^ acc.w) == 0x9E3779B9u) sink[0] = 1;
 }
 
 // Loads held in flight for sure: ptxas interleaved gather_ld's loads with their folds (the SASS had two
@@ -266,104 +237,50 @@ int main() {
   const double bytes = static_cast<double>(NTOK) * TOKEN_BYTES;
   printf("gather probe: %d SMs, %d tokens x %d B = %.1f MB per run; sparse-h16's bar (112.5 us for the call) = %.0f GB/s\n", sms, NTOK,
          TOKEN_BYTES, bytes / 1e6, bytes / 112.5e3);
-  auto report = [&](const char* name, float us) { printf("%-34s %8.1f us  %6.0f GB/s of tokens\n", name, us, bytes / us / 1e3); };
-  auto set_ptr = [&](const int* base, int set) { return base + static_cast<size_t>(set) * NTOK; };
-  auto cache_of = [&](int set) { return cache + region * set; };
-
-#define RUN_LD(U, L2, CTAS_PER_SM, THREADS, SRC, NAME)                                                                     \
-  {                                                                                                                        \
-    const float us = time_median([&](int set) {                                                                            \
-      gather_ld<U, L2><<<sms * CTAS_PER_SM, THREADS>>>(cache_of(set), set_ptr(SRC, set), sink);                            \
-    }, 20);                                                                                                                \
-    char n[64];                                                                                                            \
-    snprintf(n, sizeof n, "%s U=%d %dx%d thr", NAME, U, CTAS_PER_SM, THREADS);                                             \
-    report(n, us);                                                                                                         \
-  }
-  RUN_LD(4, false, 8, 256, seq, "seq-ld");
-  RUN_LD(1, false, 4, 256, idx, "ld");   // 32 tokens in flight per SM
-  RUN_LD(1, false, 8, 256, idx, "ld");   // 64
-  RUN_LD(4, false, 2, 256, idx, "ld");   // 64
-  RUN_LD(2, false, 4, 256, idx, "ld");   // 64
-  RUN_LD(2, false, 8, 256, idx, "ld");
-  RUN_LD(4, false, 8, 256, idx, "ld");
-  RUN_LD(8, false, 8, 256, idx, "ld");
-  RUN_LD(4, false, 4, 256, idx, "ld");
-  RUN_LD(8, false, 4, 256, idx, "ld");
-  RUN_LD(4, true, 8, 256, idx, "ld256");
-  RUN_LD(8, true, 8, 256, idx, "ld256");
-
-#define RUN_H(PAT, U, CTAS_PER_SM)                                                                                         \
-  {                                                                                                                        \
-    const float us = time_median([&](int set) {                                                                            \
-      gather_held<PAT, U><<<sms * CTAS_PER_SM, 256>>>(cache_of(set), set_ptr(idx, set), sink);                             \
-    }, 20);                                                                                                                \
-    char n[64];                                                                                                            \
-    const int tok = PAT == WT ? U : PAT == QTR ? 8 * U : 4 * U;                                                            \
-    snprintf(n, sizeof n, "held %s U=%d %dx256 (%d tokens/SM)", PAT == WT ? "WT" : PAT == QTR ? "QTR" : "LINE", U,          \
-             CTAS_PER_SM, tok * 8 * CTAS_PER_SM);                                                                          \
-    report(n, us);                                                                                                         \
-  }
-  RUN_H(WT, 8, 1);
-  RUN_H(WT, 16, 1);
-  RUN_H(WT, 4, 2);
-  RUN_H(WT, 8, 2);
-  RUN_H(QTR, 1, 1);
-  RUN_H(QTR, 2, 1);
-  RUN_H(QTR, 1, 2);
-  RUN_H(LINE, 2, 1);
-  RUN_H(LINE, 4, 1);
-  RUN_H(LINE, 2, 2);
-  RUN_H(LINE, 4, 2);
-
-#define RUN_Q(U, L2, CTAS_PER_SM)                                                                                          \
-  {                                                                                                                        \
-    const float us = time_median([&](int set) {                                                                            \
-      gather_quarter<U, L2><<<sms * CTAS_PER_SM, 256>>>(cache_of(set), set_ptr(idx, set), sink);                           \
-    }, 20);                                                                                                                \
-    char n[64];                                                                                                            \
-    snprintf(n, sizeof n, "quarter%s U=%d %dx256 (%d tokens/SM)", L2 ? "256" : "", U, CTAS_PER_SM, 64 * U * CTAS_PER_SM); \
-    report(n, us);                                                                                                         \
-  }
-  RUN_Q(1, true, 1);
-  RUN_Q(1, false, 1);
-  RUN_Q(2, true, 1);
-  RUN_Q(2, false, 1);
-  RUN_Q(1, false, 2);
-  RUN_Q(2, false, 2);
-  RUN_Q(3, false, 1);
-
-#define RUN_BULK(S, C)                                                                                                     \
-  {                                                                                                                        \
-    const int smem = S * 32 * TOKEN_BYTES + S * 8;                                                                         \
-    CHECK(cudaFuncSetAttribute(gather_bulk<S>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));                        \
-    const float us = time_median([&](int set) { gather_bulk<S><<<sms * C, 32, smem>>>(cache_of(set), set_ptr(idx, set), sink); }, 20); \
-    char n[64];                                                                                                            \
-    snprintf(n, sizeof n, "bulk S=%d C=%d (%d KB/SM)", S, C, S * 32 * TOKEN_BYTES * C / 1024);                             \
-    report(n, us);                                                                                                         \
-  }
-  RUN_BULK(2, 1);
-  RUN_BULK(4, 1);
-  RUN_BULK(2, 4);
-  RUN_BULK(4, 2);
-  RUN_BULK(8, 1);
-  RUN_BULK(10, 1);
-  RUN_BULK(5, 2);
-  RUN_BULK(3, 3);
-#define RUN_CPA(S, U, CTAS_PER_SM)                                                                                         \
-  {                                                                                                                        \
-    const int smem = 8 * S * U * TOKEN_BYTES;                                                                              \
-    CHECK(cudaFuncSetAttribute(gather_cpasync<S, U>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));                  \
-    const float us = time_median([&](int set) {                                                                            \
-      gather_cpasync<S, U><<<sms * CTAS_PER_SM, 256, smem>>>(cache_of(set), set_ptr(idx, set), sink);                      \
-    }, 20);                                                                                                                \
-    char n[64];                                                                                                            \
-    snprintf(n, sizeof n, "cpasync S=%d U=%d %dx256 (%d KB/SM)", S, U, CTAS_PER_SM, smem * CTAS_PER_SM / 1024);          \
-    report(n, us);                                                                                                         \
-  }
-  RUN_CPA(4, 2, 2);
-  RUN_CPA(4, 4, 1);
-  RUN_CPA(3, 4, 2);
-  RUN_CPA(8, 2, 2);
+  // Every form has the same parameters; one runner times any of them.
+  using Gather = void (*)(const uint8_t*, const int*, uint32_t*);
+  auto run = [&](Gather kernel, int ctas_per_sm, int threads, int smem, const int* src, const char* fmt, auto... args) {
+    if (smem > 0) CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    const float us = time_median([&](int set) {
+      kernel<<<sms * ctas_per_sm, threads, smem>>>(cache + region * set, src + static_cast<size_t>(set) * NTOK, sink);
+    }, 20);
+    char name[64];
+    if constexpr (sizeof...(args) == 0)
+      snprintf(name, sizeof name, "%s", fmt);
+    else
+      snprintf(name, sizeof name, fmt, args...);
+    printf("%-40s %8.1f us  %6.0f GB/s of tokens\n", name, us, bytes / us / 1e3);
+  };
+  run(gather_ld<4, false>, 8, 256, 0, seq, "seq-ld U=4 8x256");
+  run(gather_ld<1, false>, 4, 256, 0, idx, "ld U=1 4x256 (32 tokens/SM)");
+  run(gather_ld<1, false>, 8, 256, 0, idx, "ld U=1 8x256 (64 tokens/SM)");
+  run(gather_ld<2, false>, 8, 256, 0, idx, "ld U=2 8x256");
+  run(gather_ld<4, true>, 8, 256, 0, idx, "ld256 U=4 8x256");
+  const char* held = "held %s U=%d %dx256 (%d tokens/SM)";
+  run(gather_held<WT, 8>, 1, 256, 0, idx, held, "WT", 8, 1, 64);
+  run(gather_held<WT, 16>, 1, 256, 0, idx, held, "WT", 16, 1, 128);
+  run(gather_held<WT, 4>, 2, 256, 0, idx, held, "WT", 4, 2, 64);
+  run(gather_held<WT, 8>, 2, 256, 0, idx, held, "WT", 8, 2, 128);
+  run(gather_held<QTR, 1>, 1, 256, 0, idx, held, "QTR", 1, 1, 64);
+  run(gather_held<QTR, 2>, 1, 256, 0, idx, held, "QTR", 2, 1, 128);
+  run(gather_held<QTR, 1>, 2, 256, 0, idx, held, "QTR", 1, 2, 128);
+  run(gather_held<LINE, 2>, 1, 256, 0, idx, held, "LINE", 2, 1, 64);
+  run(gather_held<LINE, 4>, 1, 256, 0, idx, held, "LINE", 4, 1, 128);
+  run(gather_held<LINE, 2>, 2, 256, 0, idx, held, "LINE", 2, 2, 128);
+  run(gather_held<LINE, 4>, 2, 256, 0, idx, held, "LINE", 4, 2, 256);
+  const char* bulk = "bulk S=%d C=%d (%d KB/SM)";
+  auto bulk_smem = [](int stages) { return stages * 32 * TOKEN_BYTES + stages * 8; };
+  run(gather_bulk<2>, 1, 32, bulk_smem(2), idx, bulk, 2, 1, 1 * bulk_smem(2) / 1024);
+  run(gather_bulk<4>, 1, 32, bulk_smem(4), idx, bulk, 4, 1, 1 * bulk_smem(4) / 1024);
+  run(gather_bulk<2>, 4, 32, bulk_smem(2), idx, bulk, 2, 4, 4 * bulk_smem(2) / 1024);
+  run(gather_bulk<4>, 2, 32, bulk_smem(4), idx, bulk, 4, 2, 2 * bulk_smem(4) / 1024);
+  run(gather_bulk<10>, 1, 32, bulk_smem(10), idx, bulk, 10, 1, 1 * bulk_smem(10) / 1024);
+  run(gather_bulk<3>, 3, 32, bulk_smem(3), idx, bulk, 3, 3, 3 * bulk_smem(3) / 1024);
+  const char* cpa = "cpasync S=%d U=%d %dx256 (%d KB/SM)";
+  auto cpa_smem = [](int stages, int u) { return 8 * stages * u * TOKEN_BYTES; };
+  run(gather_cpasync<4, 2>, 2, 256, cpa_smem(4, 2), idx, cpa, 4, 2, 2, 2 * cpa_smem(4, 2) / 1024);
+  run(gather_cpasync<4, 4>, 1, 256, cpa_smem(4, 4), idx, cpa, 4, 4, 1, 1 * cpa_smem(4, 4) / 1024);
+  run(gather_cpasync<3, 4>, 2, 256, cpa_smem(3, 4), idx, cpa, 3, 4, 2, 2 * cpa_smem(3, 4) / 1024);
   CHECK(cudaFree(cache));
   CHECK(cudaFree(idx));
   CHECK(cudaFree(seq));
