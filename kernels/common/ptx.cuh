@@ -144,6 +144,19 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
+// bar.red.or.pred: named_barrier_sync that also returns whether `pred` held in any of the `threads`
+// threads, so a decision that needs a whole warpgroup's vote costs no barrier of its own.
+__device__ __forceinline__ bool named_barrier_sync_or(uint32_t id, uint32_t threads, bool pred) {
+  __syncwarp();
+  uint32_t any;
+  asm volatile(
+      "{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n bar.red.or.pred q, %2, %3, p;\n selp.u32 %0, 1, 0, q;\n}"
+      : "=r"(any)
+      : "r"(static_cast<uint32_t>(pred)), "r"(id), "r"(threads)
+      : "memory");
+  return any != 0;
+}
+
 // barrier.sync / barrier.arrive without .aligned: for roles that reach the same named barrier from
 // different code (templated per warpgroup), where the .aligned forms (bar.sync, bar.arrive) are undefined
 // (PTX: every participating thread must execute the same aligned barrier instruction; synccheck flags it).

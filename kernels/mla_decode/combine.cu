@@ -143,10 +143,14 @@ __device__ __forceinline__ void merge_rows(const mla::CombineParams& p, int req,
 // Grid (ceil(rows_per_kv / rows_per_cta), h_kv, b): rows [rows_per_cta · x, +rows_per_cta) of request z.
 template <typename T>
 __device__ __forceinline__ void combine(const mla::CombineParams& p) {
-  ptx::pdl_wait();
+  // MLA_PDL_EARLY_UNSPLIT: num_splits is the scheduler kernel's, complete before the main kernel began
+  // (launched without PDL), so it may be read before the wait; an unsplit request's CTAs then leave
+  // without waiting for the main kernel.
+  if (!MLA_PDL_EARLY_UNSPLIT) ptx::pdl_wait();
   const int hk = blockIdx.y, req = blockIdx.z, tid = threadIdx.x, group = tid / 128, col = tid % 128;
   const int first = p.num_splits[req], n = p.num_splits[req + 1] - first;
   if (n <= 1) return;  // not split: the main kernel wrote out and lse itself
+  if (MLA_PDL_EARLY_UNSPLIT) ptx::pdl_wait();
   const int row_begin = blockIdx.x * p.rows_per_cta, row_end = min(row_begin + p.rows_per_cta, p.rows_per_kv);
 
   if (n < MANY_SPLITS) {  // each group its own rows, each thread every split of its columns

@@ -17,6 +17,12 @@ constexpr float M_INIT = -1e30f;                  // finite, so exp2(M_INIT - M_
 constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.69314718055994530942f;
 
+// MLA_PDL_EARLY_UNSPLIT (params.h): this CTA writes no partials, so the combine may launch now (its end
+// still triggers as well; a second trigger does nothing).
+__device__ __forceinline__ void pdl_launch_if_unsplit(const SchedMeta& meta) {
+  if (MLA_PDL_EARLY_UNSPLIT && !meta.is_first_req_splitted && !meta.is_last_req_splitted) ptx::pdl_launch_dependents();
+}
+
 // Byte offset of 16-byte chunk `chunk` of row `row` in a 1024-B aligned SW128 tile (HOPPER-NOTES §1.6).
 __device__ __forceinline__ int sw128(int row, int chunk) { return row * 128 + ((chunk ^ (row & 7)) << 4); }
 
@@ -313,17 +319,18 @@ __device__ __forceinline__ void h16_softmax(float (&st)[8], float (&mx)[4], floa
 
 // Pᵀ into its SW128 tile (as in wgmma_probe_sm90.cu): register x holds elements 2x, 2x+1, the 8x8 matrix
 // of tokens 16·warp + 8·(x&1) + 0..7 and rows 8·(x>>1) + 0..7; .trans stores its column i as the tile row
-// of query row 8·(x>>1) + i, in 16-byte chunk 2·warp + (x&1). Then Oᵀ += Vᵀ·Pᵀ (V: the block's tiles
-// 0-7 read transposed), waited for, once every warp stored its part (named barrier `bar`).
+// of query row 8·(x>>1) + i, in 16-byte chunk 2·warp + (x&1). Fenced for the wgmma that reads it.
 template <typename T>
-__device__ __forceinline__ void h16_pv(float (&ot)[8][8], const float (&st)[8], uint32_t k_base, uint32_t pt_base, int warp, int lane, uint32_t bar) {
-  {
-    const int g = lane / 8, r = 8 * (g >> 1) + lane % 8, chunk = 2 * warp + (g & 1);
-    ptx::stmatrix_x4_trans(pt_base + r * 128 + ((chunk ^ (r & 7)) << 4), ptx::pack2<T>(st[0], st[1]), ptx::pack2<T>(st[2], st[3]),
-                           ptx::pack2<T>(st[4], st[5]), ptx::pack2<T>(st[6], st[7]));
-  }
+__device__ __forceinline__ void h16_store_pt(const float (&st)[8], uint32_t pt_base, int warp, int lane) {
+  const int g = lane / 8, r = 8 * (g >> 1) + lane % 8, chunk = 2 * warp + (g & 1);
+  ptx::stmatrix_x4_trans(pt_base + r * 128 + ((chunk ^ (r & 7)) << 4), ptx::pack2<T>(st[0], st[1]), ptx::pack2<T>(st[2], st[3]),
+                         ptx::pack2<T>(st[4], st[5]), ptx::pack2<T>(st[6], st[7]));
   ptx::fence_proxy_async_smem();
-  ptx::named_barrier_sync(bar, 128);
+}
+
+// Oᵀ += Vᵀ·Pᵀ (V: the block's tiles 0-7 read transposed, Pᵀ stored by every warp), waited for.
+template <typename T>
+__device__ __forceinline__ void h16_pv_mma(float (&ot)[8][8], uint32_t k_base, uint32_t pt_base) {
   ptx::wgmma_fence();
 #pragma unroll
   for (int mb = 0; mb < 8; ++mb)
@@ -335,6 +342,14 @@ __device__ __forceinline__ void h16_pv(float (&ot)[8][8], const float (&st)[8], 
   ptx::wgmma_wait<0>();
 #pragma unroll
   for (int mb = 0; mb < 8; ++mb) ptx::fence_regs(ot[mb]);
+}
+
+// Pᵀ stored, then Oᵀ += Vᵀ·Pᵀ once every warp stored its part (named barrier `bar`).
+template <typename T>
+__device__ __forceinline__ void h16_pv(float (&ot)[8][8], const float (&st)[8], uint32_t k_base, uint32_t pt_base, int warp, int lane, uint32_t bar) {
+  h16_store_pt<T>(st, pt_base, warp, lane);
+  ptx::named_barrier_sync(bar, 128);
+  h16_pv_mma<T>(ot, k_base, pt_base);
 }
 
 }  // namespace mla

@@ -205,6 +205,7 @@ __device__ __forceinline__ void dense_decode(const DenseParams& p) {
     ptx::pdl_launch_dependents();
     return;
   }
+  pdl_launch_if_unsplit(meta);
   if (threadIdx.x == 0) {
     for (int i = 0; i < NUM_STAGES; ++i) {
       ptx::mbarrier_init(&sm.kfull[i], 1);

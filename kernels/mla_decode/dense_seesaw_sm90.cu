@@ -1042,6 +1042,7 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
     ptx::pdl_launch_dependents();
     return;
   }
+  pdl_launch_if_unsplit(meta);
   if (threadIdx.x == 0) {
     for (int s = 0; s < 2; ++s)
       for (int t = 0; t < NUM_TILES; ++t) ptx::mbarrier_init(&sm.kfull[s][t], 1);
@@ -1155,6 +1156,7 @@ __device__ __forceinline__ void dense_h16(const DenseParams& p) {
     ptx::pdl_launch_dependents();
     return;
   }
+  pdl_launch_if_unsplit(meta);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, hk = blockIdx.y;
   const uint64_t policy = ptx::policy_evict_first();
   // The CTA's blocks in order, across its requests; req > end_req_idx past the last.

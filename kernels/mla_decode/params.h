@@ -22,6 +22,12 @@ constexpr int BLOCK_N = 64;        // KV tokens per step (one page)
 #endif
 constexpr int SCHED_FIXED_OVERHEAD = MLA_SCHED_FIXED_OVERHEAD;
 constexpr int SCHED_META_INTS = 8;       // ints per SM part record
+// MLA_PDL_EARLY_UNSPLIT (an experiment, 0 = off): a main-kernel CTA none of whose pieces is split lets
+// the combine launch at its start, and the combine's CTAs of unsplit requests leave before
+// griddepcontrol.wait, so a call that splits nothing does not wait for a combine after its main kernel.
+#ifndef MLA_PDL_EARLY_UNSPLIT
+#define MLA_PDL_EARLY_UNSPLIT 0
+#endif
 
 // One SM part's slice of the work (FLASHMLA.md §2.1), 8 int32.
 struct SchedMeta {

@@ -840,6 +840,13 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
   }
 }
 
+// MLA_SPARSE_H16_OPT_MAX (an experiment): the h16 consumer's lazy-max decision by a vote in Pᵀ's barrier
+// instead of the column maxima's exchange every block (consumer_h16).
+#ifndef MLA_SPARSE_H16_OPT_MAX
+#define MLA_SPARSE_H16_OPT_MAX 0
+#endif
+constexpr bool H16_OPT_MAX = MLA_SPARSE_H16_OPT_MAX != 0;
+
 // The h16 consumer (h_q <= 16; written after the eleventh session's last device call, compile-checked, not
 // yet run): one warpgroup with the tokens as wgmma's M and the heads as N (decode_common.cuh, h16_*), as
 // the dense h16 kernel, so a block's tensor work is a quarter of the 64-row consumers' (48 of whose rows
@@ -922,9 +929,36 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
         st[e] = sm.valid[stage][h16_row(warp, lane, e)] ? st[e] * p.scale_log2 : MASKED;
         mx[j] = fmaxf(mx[j], st[e]);
       }
-      h16_softmax<MLA_SPARSE_LAZY_MAX>(st, mx, m, l, ot, red, warp, lane, bar);
-      STRACE(it, 3);
-      h16_pv<T>(ot, st, k_base, pt_base, warp, lane, bar);
+      if constexpr (H16_OPT_MAX && !DUAL) {
+        // The lazy max's decision needs no column maxima unless a score rose past it: a thread whose own
+        // scores stay within m + TAU (m is the same in every thread of a column) computes Pᵀ with the m
+        // it has, and the barrier that publishes Pᵀ also ORs every thread's "rose". Only then (a
+        // request's first block, a jump) the full step runs again from the kept scores; the outputs are
+        // the same bits as h16_softmax's either way (the same m, P and order of l's sums).
+        bool rose = false;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) rose |= MLA_SPARSE_LAZY_MAX > 0 ? mx[j] > m[j] + float(MLA_SPARSE_LAZY_MAX) : mx[j] > m[j];
+        float kept[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) kept[e] = st[e], st[e] = ptx::exp2_approx(st[e] - m[h16_j(e)]);
+        h16_store_pt<T>(st, pt_base, warp, lane);
+        if (ptx::named_barrier_sync_or(bar, 128, rose)) {
+#pragma unroll
+          for (int e = 0; e < 8; ++e) st[e] = kept[e];
+          h16_softmax<MLA_SPARSE_LAZY_MAX>(st, mx, m, l, ot, red, warp, lane, bar);
+          h16_store_pt<T>(st, pt_base, warp, lane);
+          ptx::named_barrier_sync(bar, 128);
+        } else {
+#pragma unroll
+          for (int e = 0; e < 8; ++e) l[h16_j(e)] += st[e];
+        }
+        STRACE(it, 3);
+        h16_pv_mma<T>(ot, k_base, pt_base);
+      } else {
+        h16_softmax<MLA_SPARSE_LAZY_MAX>(st, mx, m, l, ot, red, warp, lane, bar);
+        STRACE(it, 3);
+        h16_pv<T>(ot, st, k_base, pt_base, warp, lane, bar);
+      }
       STRACE(it, 7);
       // sm.p and red are the next block's. Lane 0 releases the buffer after the barrier, which orders every
       // thread's reads of it (the valid flags) before: compute-sanitizer's racecheck models a barrier, not
@@ -1193,6 +1227,7 @@ __device__ __forceinline__ void sparse_decode_h16(const SparseParams& p) {
     ptx::pdl_launch_dependents();
     return;
   }
+  pdl_launch_if_unsplit(*meta);
   if (threadIdx.x == 0) {
     for (int s = 0; s < 2; ++s) {
       ptx::mbarrier_init(&sm.kfull[s], 128 * 2);
@@ -1233,6 +1268,7 @@ __device__ __forceinline__ void sparse_decode(const SparseParams& p) {
     ptx::pdl_launch_dependents();
     return;
   }
+  pdl_launch_if_unsplit(*meta);
   if (threadIdx.x == 0) {
     for (int s = 0; s < 2; ++s) {
       ptx::mbarrier_init(&sm.kfull[s], 128 * NPROD);

@@ -257,6 +257,46 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
     }
   });
 
+  test("work queued on the call's stream after it sees the finished out and lse (unsplit and split calls)", () => {
+    // The combine is launched with PDL and, for requests nothing split, may leave before the main
+    // kernel ends; the stream must still order a later copy behind the main kernel's stores. A copy
+    // queued at once (no synchronization in between) must equal what the outputs hold once the whole
+    // device is idle, and hold no poison.
+    const shapes = [
+      { label: "b 128, h_q 16, 4096 tokens each (nothing split)", b: 128, h_q: 16, seqlens: Array.from({ length: 128 }, () => 4096) },
+      { label: "b 2, h_q 128, 30000 tokens (split over the SMs)", b: 2, h_q: 128, seqlens: [30000, 29000] },
+    ];
+    const stream = Stream.create();
+    try {
+      for (const [i, sh] of shapes.entries()) {
+        const c = makeDenseCaseGpu({ seed: 900 + i, b: sh.b, s_q: 1, h_q: sh.h_q, h_kv: 1, seqlens: sh.seqlens, causal: false, dtype: "bf16" });
+        const out = Tensor.emptyDevice([sh.b, 1, sh.h_q, 512], "bf16");
+        const lse = Tensor.emptyDevice([sh.b, sh.h_q, 1], "f32");
+        const meta = getMlaMetadata();
+        try {
+          for (let k = 0; k < 4; k++) {
+            out.buffer!.memset8(0xff, 0, undefined, stream);  // NaN in bf16 and f32
+            lse.buffer!.memset8(0xff, 0, undefined, stream);
+            flashMlaWithKvcache({ ...c, schedMeta: meta, stream, out, lse });
+            const early = new Uint16Array(out.numel), earlyLse = new Float32Array(lse.numel);
+            out.buffer!.copyToHost(early, 0, stream);  // queued behind the call, then waited for
+            lse.buffer!.copyToHost(earlyLse, 0, stream);
+            Device.get().synchronize();
+            const late = out.toHost().host as Uint16Array, lateLse = lse.toHost().host as Float32Array;
+            const nanAt = bf16ArrayToF32(late).findIndex((v) => Number.isNaN(v));
+            assert.equal(nanAt, -1, `${sh.label}: out holds NaN at ${nanAt} after the device is idle`);
+            assert.deepEqual(early, late, `${sh.label}, round ${k}: the stream-ordered copy of out differs from the finished out`);
+            assert.deepEqual(earlyLse, lateLse, `${sh.label}, round ${k}: the stream-ordered copy of lse differs from the finished lse`);
+          }
+        } finally {
+          meta.dispose(); out.dispose(); lse.dispose(); c.dispose();
+        }
+      }
+    } finally {
+      stream.dispose();
+    }
+  });
+
   test("a 60-layer decode step captured as a CUDA graph gives the eager outputs", () => {
     const layers = 60;
     const c = makeDenseCaseGpu({ seed: 11, b: 16, s_q: 2, h_q: 128, h_kv: 1, seqlens: { mean: 2000, varlen: true }, causal: true, dtype: "bf16" });
