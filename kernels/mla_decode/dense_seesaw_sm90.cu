@@ -1073,9 +1073,10 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
 #ifdef MLA_TRACE
   if (threadIdx.x == 0 && trace_cta_id < 1024) mla_trace_cta[trace_cta_id][1] = ptx::globaltimer();
 #endif
-  // At the end, not after the setup: with the combine's CTAs launched early (parked in griddepcontrol.wait
-  // on the SMs the main grid left free) every latency case was slower on the H200 (`…-exp11c-*`, -b1 36.4
-  // vs 34.0 µs, -uneven 40.9 vs 36.5, -short-h16 49.3 vs 47.4; the sparse cases unchanged).
+  // A CTA with split pieces triggers here, not after its setup: with the combine's CTAs launched early
+  // (parked in griddepcontrol.wait on the SMs the main grid left free) every latency case was slower on
+  // the H200 (`…-exp11c-*`, -b1 36.4 vs 34.0 µs, -uneven 40.9 vs 36.5, -short-h16 49.3 vs 47.4). Unsplit
+  // CTAs triggered at the top (pdl_launch_if_unsplit), where the combine's CTAs have nothing to wait for.
   ptx::pdl_launch_dependents();
   if constexpr (MC) ptx::cluster_sync();
 }
