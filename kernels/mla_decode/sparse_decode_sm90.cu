@@ -1067,17 +1067,6 @@ __device__ __forceinline__ void producer_rr3(const SparseParams& p, Smem& sm, co
   }
 }
 
-// Two orders in producer_wt's step, experiments (0 = the shipped order): MLA_SPARSE_H16_WT_IDX_FIRST=1
-// loads block it + 2's index before block it's tokens, MLA_SPARSE_H16_WT_PF_LATE=1 prefetches block
-// it + 2's lines after block it is stored instead of before its conversion.
-#ifndef MLA_SPARSE_H16_WT_IDX_FIRST
-#define MLA_SPARSE_H16_WT_IDX_FIRST 0
-#endif
-#ifndef MLA_SPARSE_H16_WT_PF_LATE
-#define MLA_SPARSE_H16_WT_PF_LATE 0
-#endif
-constexpr bool H16_WT_IDX_FIRST = MLA_SPARSE_H16_WT_IDX_FIRST != 0, H16_WT_PF_LATE = MLA_SPARSE_H16_WT_PF_LATE != 0;
-
 // The h16 kernel's producers (MLA_SPARSE_H16_WT, default 2): a warp per token. Warp w of the eight
 // producer warps takes tokens 8w .. 8w + 7 of each block; for each, all 32 lanes load the 512 e4m3
 // bytes (16 each: one instruction covers the token's five lines) and each lane its scale (4 bytes: the
@@ -1167,23 +1156,20 @@ __device__ __forceinline__ void producer_wt(const SparseParams& p, Smem& sm, con
   auto step = [&](auto set_c, int it) {  // set: the register set (PIPE) and the K buffer, it % 2
     constexpr int set = decltype(set_c)::value, rs = PIPE ? set : 0;
     if (pidx == 0) STRACE(it, 13);
-    PendingSlot pending;
-    if constexpr (H16_WT_IDX_FIRST) pending = cursor_index(p, meta, ahead, s_idx, my_token);  // block it + 2
     if constexpr (PIPE) {
       if (it + 1 < n_blocks) issue(xs[rs ^ 1], slot_nxt);
     } else {
       issue(xs[0], slot_cur);
     }
-    if constexpr (!H16_WT_IDX_FIRST) pending = cursor_index(p, meta, ahead, s_idx, my_token);
+    const PendingSlot pending = cursor_index(p, meta, ahead, s_idx, my_token);  // block it + 2
     ptx::mbarrier_wait(&sm.kempty[set], ((it / 2) & 1) ^ 1);
     if (pidx == 0) STRACE(it, 14);
-    if constexpr (PREFETCH && !H16_WT_PF_LATE) prefetch_quarter_lines(p, slot_of(p, pending), lane / 8);  // lane & 7's token, lines q, q + 4
+    if constexpr (PREFETCH) prefetch_quarter_lines(p, slot_of(p, pending), lane / 8);  // lane & 7's token, lines q, q + 4
     convert(xs[rs], slot_cur, set);
     if (pidx == 0) STRACE(it, 17);
     ptx::fence_proxy_async_smem();
     ptx::mbarrier_arrive(&sm.kfull[set]);
     if (pidx == 0) STRACE(it, 15);
-    if constexpr (PREFETCH && H16_WT_PF_LATE) prefetch_quarter_lines(p, slot_of(p, pending), lane / 8);
     slot_cur = slot_nxt;
     slot_nxt = slot_of(p, pending);
     cursor_next(p, meta, ahead);
