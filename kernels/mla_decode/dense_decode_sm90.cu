@@ -77,10 +77,9 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
   int it = 0;
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
     const int seqlen = p.cache_seqlens[req];
-    const int start_blk = req == meta.begin_req_idx ? meta.begin_block_idx : 0;
-    const int end_blk = req == meta.end_req_idx ? meta.end_block_idx : num_kv_blocks(seqlen);
-    const bool is_split = (req == meta.begin_req_idx && meta.is_first_req_splitted) ||
-                          (req == meta.end_req_idx && meta.is_last_req_splitted);
+    const int start_blk = piece_first_block(meta, req);
+    const int end_blk = piece_end_block(meta, req, seqlen);
+    const bool is_split = piece_is_split(meta, req);
 
     ptx::named_barrier_sync(1, CONSUMER_THREADS);  // every wgmma of the previous request has read sQ
     load_q_dense(p, sm.q, req, m_block, hk, tid, CONSUMER_THREADS);
@@ -179,8 +178,8 @@ __device__ __forceinline__ void producer(const DenseParams& p, Smem& sm, const S
   const uint64_t policy = ptx::policy_evict_first();
   int it = 0;
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
-    const int start_blk = req == meta.begin_req_idx ? meta.begin_block_idx : 0;
-    const int end_blk = req == meta.end_req_idx ? meta.end_block_idx : num_kv_blocks(p.cache_seqlens[req]);
+    const int start_blk = piece_first_block(meta, req);
+    const int end_blk = piece_end_block(meta, req, p.cache_seqlens[req]);
     for (int blk = start_blk; blk < end_blk; ++blk, ++it) {
       const int stage = it % NUM_STAGES;
       // A fresh barrier reports parity 1 complete, so the first NUM_STAGES waits pass at once.

@@ -541,7 +541,7 @@ struct Pair {
 };
 
 __device__ __forceinline__ int piece_end(const DenseParams& p, const SchedMeta& meta, int req) {
-  return req == meta.end_req_idx ? meta.end_block_idx : num_kv_blocks(p.cache_seqlens[req]);
+  return piece_end_block(meta, req, p.cache_seqlens[req]);
 }
 
 // Physical block of `blk`; -1 past the piece (odd count), the table or the length: TMA then fetches
@@ -697,9 +697,9 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
   };
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
     const int seqlen = p.cache_seqlens[req];
-    const int start_blk = req == meta.begin_req_idx ? meta.begin_block_idx : 0;
-    const int end_blk = req == meta.end_req_idx ? meta.end_block_idx : num_kv_blocks(seqlen);
-    const bool is_split = (req == meta.begin_req_idx && meta.is_first_req_splitted) || (req == meta.end_req_idx && meta.is_last_req_splitted);
+    const int start_blk = piece_first_block(meta, req);
+    const int end_blk = piece_end_block(meta, req, seqlen);
+    const bool is_split = piece_is_split(meta, req);
 
     TRACE_REQ(0);
     if (q_by_tma) {
@@ -1190,9 +1190,9 @@ __device__ __forceinline__ void dense_h16(const DenseParams& p) {
   int it = 0;
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
     const int seqlen = p.cache_seqlens[req];
-    const int start_blk = req == meta.begin_req_idx ? meta.begin_block_idx : 0;
+    const int start_blk = piece_first_block(meta, req);
     const int end_blk = piece_end(p, meta, req);
-    const bool is_split = (req == meta.begin_req_idx && meta.is_first_req_splitted) || (req == meta.end_req_idx && meta.is_last_req_splitted);
+    const bool is_split = piece_is_split(meta, req);
     ptx::named_barrier_sync(1, H16_THREADS);  // the previous request is done with sm.q and sm.red
     load_q_h16(p, sm.q, req, hk, tid);
     ptx::fence_proxy_async_smem();

@@ -149,7 +149,7 @@ __device__ __forceinline__ void cursor_settle(const SparseParams& p, const Sched
   while (c.blk >= c.end_blk && ++c.req <= meta.end_req_idx) {
     c.len = request_length(p, c.req);
     c.blk = 0;
-    c.end_blk = c.req == meta.end_req_idx ? meta.end_block_idx : num_kv_blocks(c.len);
+    c.end_blk = piece_end_block(meta, c.req, c.len);
   }
 }
 
@@ -158,7 +158,7 @@ __device__ __forceinline__ Cursor cursor_begin(const SparseParams& p, const Sche
   c.req = meta.begin_req_idx;
   c.len = request_length(p, c.req);
   c.blk = meta.begin_block_idx;
-  c.end_blk = c.req == meta.end_req_idx ? meta.end_block_idx : num_kv_blocks(c.len);
+  c.end_blk = piece_end_block(meta, c.req, c.len);
   cursor_settle(p, meta, c);
   return c;
 }
@@ -671,9 +671,9 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
   int it = 0;
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
     const int len = request_length(p, req);
-    const int start_blk = req == meta.begin_req_idx ? meta.begin_block_idx : 0;
-    const int end_blk = req == meta.end_req_idx ? meta.end_block_idx : num_kv_blocks(len);
-    const bool is_split = (req == meta.begin_req_idx && meta.is_first_req_splitted) || (req == meta.end_req_idx && meta.is_last_req_splitted);
+    const int start_blk = piece_first_block(meta, req);
+    const int end_blk = piece_end_block(meta, req, len);
+    const bool is_split = piece_is_split(meta, req);
 
     // WG0 and WG1 run different code (consumer<0>, consumer<1>), so their named barriers are the
     // unaligned forms (compute-sanitizer's synccheck flagged bar.sync here).
@@ -889,9 +889,9 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
   int it = 0;
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
     const int len = request_length(p, req);
-    const int start_blk = req == meta.begin_req_idx ? meta.begin_block_idx : 0;
-    const int end_blk = req == meta.end_req_idx ? meta.end_block_idx : num_kv_blocks(len);
-    const bool is_split = (req == meta.begin_req_idx && meta.is_first_req_splitted) || (req == meta.end_req_idx && meta.is_last_req_splitted);
+    const int start_blk = piece_first_block(meta, req);
+    const int end_blk = piece_end_block(meta, req, len);
+    const bool is_split = piece_is_split(meta, req);
     ptx::named_barrier_sync(bar_all, ALL);  // the previous request is done with sQ, red and the merge space
     const int half = (req - meta.begin_req_idx) & 1;
     if (req < meta.end_req_idx) {  // the other half was the previous request's
