@@ -23,6 +23,7 @@ builds=(
   "sparse_decode_sm90.cu -DMLA_ABLATE_SPARSE_CONSUMERS -DMLA_ABLATE_SPARSE_DEQUANT -DMLA_TRACE=64"
   "sparse_decode_sm90.cu -DMLA_SPARSE_H16_WT=0 -DMLA_SPARSE_H16_RR3=1"
   "sparse_decode_sm90.cu -DMLA_SPARSE_H16_WT=1"
+  "sparse_decode_sm90.cu -DMLA_SPARSE_H16_OPT_MAX=0 -DMLA_PDL_EARLY_UNSPLIT=0"
 )
 pids=()
 for i in "${!builds[@]}"; do
