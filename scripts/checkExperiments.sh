@@ -36,6 +36,13 @@ for i in "${!builds[@]}"; do
     echo "checkExperiments: ok: $file $flags" ) &
   pids+=($!)
 done
+# The device probes (host and device code) include the kernels' headers: they must keep compiling too.
+for probe in gather-probe smem-probe; do
+  ( nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -c -o "$out/$probe.o" "scripts/device/$probe.cu" > "$out/$probe.log" 2>&1 ||
+      { tail -20 "$out/$probe.log"; echo "checkExperiments: scripts/device/$probe.cu does not compile" >&2; exit 1; }
+    echo "checkExperiments: ok: scripts/device/$probe.cu" ) &
+  pids+=($!)
+done
 failed=0
 for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
 node --check scripts/device/traceDense.mjs && node --check scripts/device/traceSparse.mjs
