@@ -1117,7 +1117,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_dense_seesaw_pipe_f
 extern "C" __device__ const int mla_dense_seesaw_smem_bytes = SMEM_BYTES;
 
 // ---- "h16": the transposed kernel for at most 16 rows per KV head (docs/dense-decode.md §12) --------
-// Written without a GPU, not yet run (EXPERIMENTAL_DENSE_KERNELS). At 16 rows the seesaw's 64-row wgmma
+// Experimental (EXPERIMENTAL_DENSE_KERNELS; correct on the H200, test/gpu/variants/h16.test.ts; slower than
+// seesaw_fast at dense-mem-h16, about even at dense-short-h16, docs/dense-decode.md §13). At 16 rows the seesaw's 64-row wgmma
 // tiles are three quarters padding; here the block's 64 tokens are wgmma's M and the 16 rows its N:
 // Sᵀ = K·Qᵀ (m64n16k16, A = the K tiles as loaded), the online softmax down Sᵀ's columns (one per query
 // row, spread over the four warps), Pᵀ into shared memory with stmatrix .trans, and Oᵀ += Vᵀ·Pᵀ

@@ -848,8 +848,8 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
 #endif
 constexpr bool H16_OPT_MAX = MLA_SPARSE_H16_OPT_MAX != 0;
 
-// The h16 consumer (h_q <= 16; written after the eleventh session's last device call, compile-checked, not
-// yet run): one warpgroup with the tokens as wgmma's M and the heads as N (decode_common.cuh, h16_*), as
+// The h16 consumer (h_q <= 16; the API's kernel at 8 and 16 heads since the twelfth session, tested in
+// test/gpu/mla/sparseH16.test.ts): one warpgroup with the tokens as wgmma's M and the heads as N (decode_common.cuh, h16_*), as
 // the dense h16 kernel, so a block's tensor work is a quarter of the 64-row consumers' (48 of whose rows
 // are zeros at 16 heads). The eleventh session's trace of sparse-h16 found the 64-row consumers' serial
 // chain (Q·Kᵀ, softmax, P hand-over, P·V) setting the block period (docs/sparse-decode.md §20). sQ holds
