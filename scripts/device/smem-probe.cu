@@ -50,6 +50,46 @@ __device__ __forceinline__ uint32_t mix(uint32_t x) {  // small non-zero bf16 pa
   return (x & 0x3F7F3F7Fu) | 0x3C003C00u;
 }
 
+// WG1-2's side (h = 0..255): 16-byte stores or loads over the hammer region until `done`, then the
+// bytes they moved and the clocks it took into `out`. sts-rate spaces the stores ~205 clocks apart.
+__device__ void hammer(int mode, uint32_t region, int h, volatile int& done, Result& out) {
+  unsigned long long n = 0;
+  uint32_t acc = 0;
+  const long long t0 = clock64();
+  if (mode != IDLE) {
+    for (uint32_t i = 0; !done; ++i) {
+#pragma unroll
+      for (int u = 0; u < 16; ++u) {
+        const uint32_t a = region + (((i * 16 + u) * 256 + h) * 16) % HAMMER_BYTES;
+        if (mode == LDS) {
+          uint32_t x, y, z, w;
+          asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(x), "=r"(y), "=r"(z), "=r"(w) : "r"(a));
+          acc ^= x ^ y ^ z ^ w;
+        } else {
+          asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(a), "r"(i + u) : "memory");
+        }
+        if (mode == STS_RATE) {  // 18 stores a thread every ~3,700 clocks: one every ~205
+          const long long s = clock64();
+          while (clock64() - s < 205) {
+          }
+        }
+      }
+      n += 16;
+    }
+  }
+  const long long t1 = clock64();
+  __shared__ unsigned long long bytes_total;
+  if (h == 0) bytes_total = 0;
+  asm volatile("bar.sync 2, 256;" ::: "memory");
+  atomicAdd(&bytes_total, n * 16);
+  asm volatile("bar.sync 2, 256;" ::: "memory");
+  if (h == 0) {
+    out.hammer_bytes = bytes_total;
+    out.hammer_clk = t1 - t0;
+    if (acc == 0x9E3779B9u) out.hammer_clk = 0;  // keeps the loads; never true in practice
+  }
+}
+
 __global__ void __launch_bounds__(384, 1) smem_probe(int mode, Result* out) {
   extern __shared__ uint8_t raw[];
   uint8_t* sm = raw + ((1024u - (ptx::smem_addr(raw) & 1023u)) & 1023u);
@@ -88,47 +128,11 @@ __global__ void __launch_bounds__(384, 1) smem_probe(int mode, Result* out) {
       if (keep == 12345.0f) out[blockIdx.x].qk_clk = 0;  // keeps the accumulators live; never true in practice
     }
   } else {
-    const int h = tid - 128;  // 0..255
-    const uint32_t region = base + HAMMER_OFF;
-    unsigned long long n = 0;
-    uint32_t acc = 0;
-    const long long t0 = clock64();
-    if (mode == STS || mode == LDS || mode == STS_RATE) {
-      for (uint32_t i = 0; !done; ++i) {
-#pragma unroll
-        for (int u = 0; u < 16; ++u) {
-          const uint32_t a = region + (((i * 16 + u) * 256 + h) * 16) % HAMMER_BYTES;
-          if (mode == LDS) {
-            uint32_t x, y, z, w;
-            asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(x), "=r"(y), "=r"(z), "=r"(w) : "r"(a));
-            acc ^= x ^ y ^ z ^ w;
-          } else {
-            asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(a), "r"(i + u) : "memory");
-          }
-          if (mode == STS_RATE) {  // 18 stores a thread every ~3,700 clocks: one every ~205
-            const long long s = clock64();
-            while (clock64() - s < 205) {
-            }
-          }
-        }
-        n += 16;
-      }
-    }
-    const long long t1 = clock64();
-    __shared__ unsigned long long bytes_total;
-    if (h == 0) bytes_total = 0;
-    asm volatile("bar.sync 2, 256;" ::: "memory");
-    atomicAdd(&bytes_total, n * 16);
-    asm volatile("bar.sync 2, 256;" ::: "memory");
-    if (h == 0) {
-      out[blockIdx.x].hammer_bytes = bytes_total;
-      out[blockIdx.x].hammer_clk = t1 - t0;
-      if (acc == 0x9E3779B9u) out[blockIdx.x].hammer_clk = 0;  // keeps the loads; never true in practice
-    }
+    hammer(mode, base + HAMMER_OFF, tid - 128, done, out[blockIdx.x]);
   }
 }
 
-// The hammer alone: WG1-2 for a fixed number of rounds, no MMA (WG0 only raises `done` after a delay).
+// The hammer alone: WG1-2 for `clocks` clocks, no MMA (WG0 only raises `done` after them).
 __global__ void __launch_bounds__(384, 1) hammer_alone(int mode, Result* out, long long clocks) {
   extern __shared__ uint8_t raw[];
   uint8_t* sm = raw + ((1024u - (ptx::smem_addr(raw) & 1023u)) & 1023u);
@@ -146,35 +150,7 @@ __global__ void __launch_bounds__(384, 1) hammer_alone(int mode, Result* out, lo
     }
     return;
   }
-  const int h = tid - 128;
-  unsigned long long n = 0;
-  uint32_t acc = 0;
-  const long long t0 = clock64();
-  for (uint32_t i = 0; !done; ++i) {
-#pragma unroll
-    for (int u = 0; u < 16; ++u) {
-      const uint32_t a = region + (((i * 16 + u) * 256 + h) * 16) % HAMMER_BYTES;
-      if (mode == LDS) {
-        uint32_t x, y, z, w;
-        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(x), "=r"(y), "=r"(z), "=r"(w) : "r"(a));
-        acc ^= x ^ y ^ z ^ w;
-      } else {
-        asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(a), "r"(i + u) : "memory");
-      }
-    }
-    n += 16;
-  }
-  const long long t1 = clock64();
-  __shared__ unsigned long long bytes_total;
-  if (h == 0) bytes_total = 0;
-  asm volatile("bar.sync 2, 256;" ::: "memory");
-  atomicAdd(&bytes_total, n * 16);
-  asm volatile("bar.sync 2, 256;" ::: "memory");
-  if (h == 0) {
-    out[blockIdx.x].hammer_bytes = bytes_total;
-    out[blockIdx.x].hammer_clk = t1 - t0;
-    if (acc == 0x9E3779B9u) out[blockIdx.x].hammer_clk = 0;
-  }
+  hammer(mode, region, tid - 128, done, out[blockIdx.x]);
 }
 
 static double median(std::vector<double> v) {
