@@ -328,6 +328,26 @@ __device__ __forceinline__ void wgmma_m64n16k16_ss(float (&d)[8], uint64_t desc_
 
 // wgmma.mma_async m64n64k16 with A from registers and B from shared memory (K-major): the RoPE tile of
 // Q·Kᵀ once Q's last tile has been moved to registers (its smem then holds a P tile).
+// wgmma.mma_async m64n16k16, A from registers (the m16n8k16 A fragment of each warp's 16 rows), B
+// K-major in shared memory: the h16x consumers' Sᵀ = K·Qᵀ and Oᵀ += Vᵀ·Pᵀ with K and V converted from
+// FP8 in registers (docs/sparse-decode.md §24). scale_d = 0 overwrites the accumulator.
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n16k16_rs(float (&d)[8], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
+  if constexpr (T::is_fp16) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
+  }
+}
+
 template <typename T>
 __device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b) {
   if constexpr (T::is_fp16) {
@@ -515,6 +535,13 @@ __device__ __forceinline__ uint16_t cvt_e4m3x2_f32(float hi, float lo) {
 __device__ __forceinline__ uint32_t cvt_f16x2_e4m3x2(uint16_t two) {
   uint32_t r;
   asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"(two));
+  return r;
+}
+
+// prmt.b32: result byte i = byte (sel >> 4i) & 7 of {b, a} (a: bytes 0-3, b: bytes 4-7).
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
   return r;
 }
 

@@ -1257,6 +1257,390 @@ __device__ __forceinline__ void sparse_decode_h16(const SparseParams& p) {
   ptx::pdl_launch_dependents();
 }
 
+// ---- h16x (experimental, docs/sparse-decode.md §24): the consumers convert FP8 themselves -------------
+// The h16 kernel's consumer is its bound (consumer alone 152.9 µs = the kernel's time; producers alone
+// 122.9), and its two wgmma chains draw ~107 B a clock of shared memory reading bf16 K and V (the smem
+// probe). Here the producers only move bytes: 656-byte tokens land by cp.async.bulk in a four-stage ring
+// (no registers, no L1 fill, no conversion), and two consumer warpgroups, taking the walk's blocks in
+// turn, read the raw bytes into wgmma's register A fragments:
+// - Sᵀ = K·Qᵀ: K's e4m3 codes become f16 exactly (one cvt per two) and multiply Q in f16 (each head
+//   times 2^-k, its largest |q| into [2^14, 2^15): bf16 values are exact in f16 there), one accumulator
+//   per 128-dim scale group, combined with the tokens' scales and 2^k; RoPE in bf16 from the raw bytes.
+//   The 512 dims are permuted inside each group (Q's columns with them) so a thread's A fragments of a
+//   group are 32 contiguous bytes of a token: two 16-byte loads.
+// - Oᵀ += Vᵀ·Pᵀ: V's codes for four tokens of a dim are paired with prmt, converted and scaled exactly as
+//   dequant16 does (the same bf16 values), one 4-byte load per token and group; Oᵀ's rows are permuted
+//   so a thread's 4 dims of a group are contiguous (one 4-byte load, and 8- or 16-byte output stores).
+// Shared memory per block: 42 KB of bulk fills, ~80 KB of loads, 18 + 16 KB of wgmma B reads (the h16
+// kernel: ~335 KB). Written in the fifteenth session.
+namespace h16x {
+constexpr int STAGES = 4, STAGE_BYTES = 64 * TOKEN_BYTES, THREADS = 512;
+constexpr int CONSUMER_REGS = 224, PRODUCER_REGS = 32;
+static_assert(2 * CONSUMER_REGS + 2 * PRODUCER_REGS <= 4 * LAUNCH_REGS_V3, "setmaxnreg within the CTA's registers");
+enum : uint32_t { BAR_ALL = 1, BAR_WG0 = 2 };  // BAR_WG0 + wg: one consumer warpgroup
+constexpr int Q_TILES = D_QK / 64;             // 8 f16 tiles (NoPE, permuted) + 1 bf16 tile (RoPE, permuted)
+struct __align__(1024) Smem {
+  uint8_t raw[STAGES][STAGE_BYTES];  // the blocks' tokens as stored in the cache, 656 bytes each
+  uint8_t q[Q_TILES * H16_TILE];     // 1024-aligned: 4 x 41,984 = 164 x 1024
+  uint8_t pt[2][H16_TILE];           // Pᵀ of each consumer warpgroup
+  float merge_ot[64 * 128];          // WG1's Oᵀ at a request's end
+  float red[2][4][H16_ROWS];
+  float merge_ml[2][H16_ROWS];       // WG1's m and L
+  float qexp[H16_ROWS];              // 2^k of each head
+  uint8_t valid[STAGES][64];
+  uint64_t full[STAGES];             // the 8 producer warps arrive (with the valid tokens' bytes)
+  uint64_t empty[STAGES];            // the consuming warpgroup's 4 warps arrive
+};
+constexpr int SMEM_BYTES = sizeof(Smem) + 1024;
+static_assert(SMEM_BYTES <= 232448, "fits the opt-in shared memory of an H100/H200 SM");
+
+// Logical column (wgmma's k order) of NoPE dim d: inside each 128-dim group, thread q (lane % 4) of
+// k-step s holds dims 32q + 4s + j (j = 0..3) as columns 2q + j (j < 2) and 8 + 2q + j - 2.
+__device__ __forceinline__ int nope_col(int d) {
+  const int g = d >> 7, q = (d >> 5) & 3, s = (d >> 2) & 7, j = d & 3;
+  return 16 * (8 * g + s) + (j < 2 ? 2 * q + j : 8 + 2 * q + j - 2);
+}
+// The same for RoPE dim d (0..63): thread q of k-step ks holds dims 16q + 4ks + j.
+__device__ __forceinline__ int rope_col(int d) {
+  const int q = d >> 4, ks = (d >> 2) & 3, j = d & 3;
+  return 16 * ks + (j < 2 ? 2 * q + j : 8 + 2 * q + j - 2);
+}
+__device__ __forceinline__ uint32_t word(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+__device__ __forceinline__ uint32_t lo_f16x2(uint32_t w) { return ptx::cvt_f16x2_e4m3x2(static_cast<uint16_t>(w & 0xFFFFu)); }
+__device__ __forceinline__ uint32_t hi_f16x2(uint32_t w) { return ptx::cvt_f16x2_e4m3x2(static_cast<uint16_t>(w >> 16)); }
+// Two e4m3 codes (low byte first) times their tokens' bf16 scales: dequant4's values (f16 -> f32, whose
+// upper halves are the exact bf16 of an e4m3 value, times the scale in bf16).
+__device__ __forceinline__ uint32_t dq2(uint16_t two, __nv_bfloat162 scale) {
+  const uint32_t h = ptx::cvt_f16x2_e4m3x2(two);
+  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+  const uint32_t b = ptx::prmt(__float_as_uint(f.x), __float_as_uint(f.y), 0x7632u);
+  const __nv_bfloat162 r = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&b), scale);
+  return *reinterpret_cast<const uint32_t*>(&r);
+}
+
+// Q of (req, s_idx) into sm.q by the 256 consumer threads: thread t takes head t / 16, NoPE dims
+// 32 (t % 16) .. + 31 and RoPE dims 4 (t % 16) .. + 3; heads past h_q are zeros.
+__device__ __forceinline__ void load_q(const SparseParams& p, Smem& sm, int req, int s_idx, int t) {
+  const int head = t / 16, part = t % 16;
+  const bool in = head < p.h_q;
+  const uint16_t* src = static_cast<const uint16_t*>(p.q) + (in ? req * p.q_batch_stride + s_idx * p.q_token_stride + head * p.q_head_stride : 0);
+  uint4 v[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) v[i] = in ? *reinterpret_cast<const uint4*>(src + 32 * part + 8 * i) : make_uint4(0, 0, 0, 0);
+  const uint2 r = in ? *reinterpret_cast<const uint2*>(src + D_V + 4 * part) : make_uint2(0, 0);
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    const uint32_t w = word(v[i / 4], i % 4);
+    amax = fmaxf(amax, fmaxf(fabsf(__uint_as_float(w << 16)), fabsf(__uint_as_float(w & 0xFFFF0000u))));
+  }
+#pragma unroll
+  for (int o = 1; o < 16; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+  // k: the head's largest |q| times 2^-k in [2^14, 2^15) (f16's top binade but one), clamped.
+  const int e = amax > 0.0f ? static_cast<int>((__float_as_uint(amax) >> 23) & 0xFF) - 127 : 14;
+  const int k = max(-100, min(100, e - 14));
+  const float down = __uint_as_float(static_cast<uint32_t>(127 - k) << 23);
+  if (part == 0) sm.qexp[head] = __uint_as_float(static_cast<uint32_t>(127 + k) << 23);
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const uint32_t w = word(v[i / 8], (i % 8) / 2);
+    const float x = __uint_as_float((i & 1) ? (w & 0xFFFF0000u) : (w << 16));
+    const int c = nope_col(32 * part + i);
+    const __half h = __float2half_rn(x * down);
+    *reinterpret_cast<__half*>(sm.q + (c / 64) * H16_TILE + sw128(head, (c % 64) / 8) + 2 * (c % 8)) = h;
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t w = i < 2 ? r.x : r.y;
+    const int c = rope_col(4 * part + i);
+    *reinterpret_cast<uint16_t*>(sm.q + 8 * H16_TILE + sw128(head, c / 8) + 2 * (c % 8)) = static_cast<uint16_t>((i & 1) ? w >> 16 : w);
+  }
+}
+
+// Sᵀ (log2 units not yet applied) of the block in `stage`: four f16 group accumulators and the bf16 RoPE
+// one, combined as qx · Σ_g acc_g · scale_g + rope. Issued in half groups (4 k-steps, 16 registers of A
+// fragments), two in flight: with whole groups in flight ptxas serialized the wgmmas (C7512).
+__device__ __forceinline__ void qk(float (&st)[8], const uint8_t* stage, uint32_t q_base, int warp, int lane, const float (&qx)[4]) {
+  const int q4 = lane % 4;
+  const uint8_t* t0 = stage + (16 * warp + lane / 4) * TOKEN_BYTES;
+  const uint8_t* t1 = t0 + 8 * TOKEN_BYTES;
+  float acc[4][8], accr[8];
+  uint32_t a[2][4][4];
+#pragma unroll
+  for (int h = 0; h < 8; ++h) {
+    const int g = h / 2, off = 128 * g + 32 * q4 + 16 * (h % 2);
+    const uint4 k0 = *reinterpret_cast<const uint4*>(t0 + off), k1 = *reinterpret_cast<const uint4*>(t1 + off);
+    if (h >= 2) ptx::wgmma_wait<1>();  // half group h - 2 retired: its fragments' registers are free
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      const uint32_t w0 = word(k0, s), w1 = word(k1, s);
+      a[h & 1][s][0] = lo_f16x2(w0), a[h & 1][s][1] = lo_f16x2(w1), a[h & 1][s][2] = hi_f16x2(w0), a[h & 1][s][3] = hi_f16x2(w1);
+    }
+    ptx::wgmma_fence();
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      const int ks = 8 * g + 4 * (h % 2) + s;
+      ptx::wgmma_m64n16k16_rs<ptx::fp16_t>(acc[g], a[h & 1][s], ptx::smem_desc_sw128(q_base + (ks / 4) * H16_TILE + (ks % 4) * 32, 16, 1024), h % 2 != 0 || s != 0);
+    }
+    ptx::wgmma_commit();
+  }
+  const uint4 r00 = *reinterpret_cast<const uint4*>(t0 + 528 + 32 * q4), r01 = *reinterpret_cast<const uint4*>(t0 + 528 + 32 * q4 + 16);
+  const uint4 r10 = *reinterpret_cast<const uint4*>(t1 + 528 + 32 * q4), r11 = *reinterpret_cast<const uint4*>(t1 + 528 + 32 * q4 + 16);
+  ptx::wgmma_wait<1>();
+  uint32_t (&ar)[4][4] = a[0];  // RoPE's four k-steps: bf16 as stored, thread q's dims 16q .. 16q + 15
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {
+    const uint4& x0 = ks < 2 ? r00 : r01;
+    const uint4& x1 = ks < 2 ? r10 : r11;
+    const int w = 2 * (ks % 2);
+    ar[ks][0] = word(x0, w), ar[ks][1] = word(x1, w), ar[ks][2] = word(x0, w + 1), ar[ks][3] = word(x1, w + 1);
+  }
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks)
+    ptx::wgmma_m64n16k16_rs<ptx::bf16_t>(accr, ar[ks], ptx::smem_desc_sw128(q_base + 8 * H16_TILE + ks * 32, 16, 1024), ks != 0);
+  ptx::wgmma_commit();
+  const float4 s0 = *reinterpret_cast<const float4*>(t0 + D_V), s1 = *reinterpret_cast<const float4*>(t1 + D_V);
+  ptx::wgmma_wait<0>();
+#pragma unroll
+  for (int g = 0; g < 4; ++g) ptx::fence_regs(acc[g]);
+  ptx::fence_regs(accr);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const float4& s = ((e >> 1) & 1) ? s1 : s0;
+    st[e] = qx[h16_j(e)] * (acc[0][e] * s.x + acc[1][e] * s.y + acc[2][e] * s.z + acc[3][e] * s.w) + accr[e];
+  }
+}
+
+// Oᵀ += Vᵀ·Pᵀ from the raw bytes in `stage`. Thread (warp w, lane l) owns dims 128g + 4(8w + l/4) + i of
+// each group g: tile 2g's rows r, r + 8 are i = 0, 1 and tile 2g + 1's are i = 2, 3 (r = 16w + l/4); per
+// k-step of 16 tokens it holds tokens 2q, 2q + 1, 2q + 8, 2q + 9 (q = l % 4), as wgmma's A fragment.
+// Issued in halves of a k-step (two groups, four m-tiles), two in flight.
+__device__ __forceinline__ void pv(float (&ot)[8][8], const uint8_t* stage, uint32_t pt_base, int warp, int lane) {
+  const int q4 = lane % 4, dim_off = 4 * (8 * warp + lane / 4);
+  uint32_t a[2][4][4];
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    const uint8_t* t[4];
+    t[0] = stage + (16 * kk + 2 * q4) * TOKEN_BYTES, t[1] = t[0] + TOKEN_BYTES, t[2] = t[0] + 8 * TOKEN_BYTES, t[3] = t[2] + TOKEN_BYTES;
+    float4 sc[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) sc[i] = *reinterpret_cast<const float4*>(t[i] + D_V);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int h = 2 * kk + half;
+      uint32_t w[2][4];  // [group of the half][token]
+#pragma unroll
+      for (int gg = 0; gg < 2; ++gg)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) w[gg][i] = *reinterpret_cast<const uint32_t*>(t[i] + 128 * (2 * half + gg) + dim_off);
+      if (h >= 2) ptx::wgmma_wait<1>();  // half h - 2 retired
+#pragma unroll
+      for (int gg = 0; gg < 2; ++gg) {
+        const int g = 2 * half + gg;
+        const float s0[4] = {sc[0].x, sc[0].y, sc[0].z, sc[0].w}, s1[4] = {sc[1].x, sc[1].y, sc[1].z, sc[1].w};
+        const float s8[4] = {sc[2].x, sc[2].y, sc[2].z, sc[2].w}, s9[4] = {sc[3].x, sc[3].y, sc[3].z, sc[3].w};
+        const __nv_bfloat162 c01 = __floats2bfloat162_rn(s0[g], s1[g]), c89 = __floats2bfloat162_rn(s8[g], s9[g]);
+        const uint32_t x01 = ptx::prmt(w[gg][0], w[gg][1], 0x5140u), y01 = ptx::prmt(w[gg][0], w[gg][1], 0x7362u);
+        const uint32_t x89 = ptx::prmt(w[gg][2], w[gg][3], 0x5140u), y89 = ptx::prmt(w[gg][2], w[gg][3], 0x7362u);
+        uint32_t (&f0)[4] = a[h & 1][2 * gg];
+        uint32_t (&f1)[4] = a[h & 1][2 * gg + 1];
+        f0[0] = dq2(static_cast<uint16_t>(x01 & 0xFFFFu), c01), f0[1] = dq2(static_cast<uint16_t>(x01 >> 16), c01);
+        f0[2] = dq2(static_cast<uint16_t>(x89 & 0xFFFFu), c89), f0[3] = dq2(static_cast<uint16_t>(x89 >> 16), c89);
+        f1[0] = dq2(static_cast<uint16_t>(y01 & 0xFFFFu), c01), f1[1] = dq2(static_cast<uint16_t>(y01 >> 16), c01);
+        f1[2] = dq2(static_cast<uint16_t>(y89 & 0xFFFFu), c89), f1[3] = dq2(static_cast<uint16_t>(y89 >> 16), c89);
+      }
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int i = 0; i < 4; ++i) ptx::wgmma_m64n16k16_rs<ptx::bf16_t>(ot[4 * half + i], a[h & 1][i], ptx::smem_desc_sw128(pt_base + kk * 32, 16, 1024), 1);
+      ptx::wgmma_commit();
+    }
+  }
+  ptx::wgmma_wait<0>();
+#pragma unroll
+  for (int mb = 0; mb < 8; ++mb) ptx::fence_regs(ot[mb]);
+}
+
+// The 8 producer warps: warp pw's lanes 0-7 bulk-copy tokens 8pw .. 8pw + 7 of each block (a token
+// without a slot: its row zeroed, so V holds no stale NaN, and its flag cleared); each warp's lane 0
+// arrives on the stage's full barrier, expecting its valid tokens' bytes. Indices two blocks ahead.
+__device__ __forceinline__ void producer(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx, int pidx) {
+  constexpr uint32_t FULL = 0xFFFFFFFFu;
+  const int t = threadIdx.x - 256 - 128 * pidx, lane = t % 32, pw = 4 * pidx + t / 32;
+  const int my_token = 8 * pw + (lane & 7);
+  const int n_blocks = walk_blocks(p, meta);
+  Cursor ahead = cursor_begin(p, meta);
+  int slot_cur = cursor_slot(p, meta, ahead, s_idx, my_token);
+  cursor_next(p, meta, ahead);
+  int slot_nxt = cursor_slot(p, meta, ahead, s_idx, my_token);
+  cursor_next(p, meta, ahead);
+  for (int it = 0; it < n_blocks; ++it) {
+    const PendingSlot pending = cursor_index(p, meta, ahead, s_idx, my_token);  // block it + 2
+    const int stage = it % STAGES;
+    ptx::mbarrier_wait(&sm.empty[stage], ((it / STAGES) & 1) ^ 1);
+    const bool mine = lane < 8, valid = slot_cur >= 0;
+    uint8_t* row = sm.raw[stage] + my_token * TOKEN_BYTES;
+    if (mine && !valid) {
+#pragma unroll 1
+      for (int c = 0; c < TOKEN_BYTES / 16; ++c) reinterpret_cast<uint4*>(row)[c] = make_uint4(0, 0, 0, 0);
+      ptx::fence_proxy_async_smem();  // before a later bulk copy into the same row
+    }
+    if (mine) sm.valid[stage][my_token] = valid ? 1 : 0;
+    const uint32_t n_valid = __popc(__ballot_sync(FULL, mine && valid));
+    __syncwarp();
+    if (lane == 0) ptx::mbarrier_arrive_expect_tx(&sm.full[stage], n_valid * TOKEN_BYTES);
+    __syncwarp();
+    if (mine && valid) ptx::bulk_copy_global_to_smem(ptx::smem_addr(row), token_ptr(p, slot_cur), TOKEN_BYTES, &sm.full[stage]);
+    slot_cur = slot_nxt;
+    slot_nxt = slot_of(p, pending);
+    cursor_next(p, meta, ahead);
+  }
+}
+
+// Consumer warpgroup wg (0 or 1): the walk's blocks of its parity; per request Q (both warpgroups), the
+// blocks, then WG1's m, L and Oᵀ merged into WG0's, which stores the rows (as consumer_h16).
+__device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx, int wg) {
+  const int tid = threadIdx.x - 128 * wg, warp = tid / 32, lane = tid % 32;
+  const uint32_t bar = BAR_WG0 + wg;
+  float (&red)[4][H16_ROWS] = sm.red[wg];
+  const uint32_t q_base = ptx::smem_addr(sm.q), pt_base = ptx::smem_addr(sm.pt[wg]);
+  const int dim_off = 4 * (8 * warp + lane / 4);
+  int it = 0;
+  for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
+    const int len = request_length(p, req);
+    const int start_blk = piece_first_block(meta, req);
+    const int end_blk = piece_end_block(meta, req, len);
+    const bool is_split = piece_is_split(meta, req);
+    ptx::named_barrier_sync(BAR_ALL, 256);  // the previous request is done with sQ and the merge space
+    load_q(p, sm, req, s_idx, threadIdx.x);
+    ptx::fence_proxy_async_smem();
+    ptx::named_barrier_sync(BAR_ALL, 256);
+    float qx[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) qx[j] = sm.qexp[h16_col(lane, j)];
+    float ot[8][8], m[4], l[4];
+    h16_init(ot, m, l);
+    for (int blk = start_blk; blk < end_blk; ++blk, ++it) {
+      if ((it & 1) != wg) continue;
+      const int stage = it % STAGES;
+      ptx::mbarrier_wait(&sm.full[stage], (it / STAGES) & 1);
+      const uint8_t* sb = sm.raw[stage];
+      float st[8], mx[4];
+      qk(st, sb, q_base, warp, lane, qx);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) mx[j] = MASKED;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const int j = h16_j(e);
+        st[e] = sm.valid[stage][h16_row(warp, lane, e)] ? st[e] * p.scale_log2 : MASKED;
+        mx[j] = fmaxf(mx[j], st[e]);
+      }
+      // The lazy max decided by a vote, as consumer_h16 does.
+      bool rose = false;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) rose |= MLA_SPARSE_LAZY_MAX > 0 ? mx[j] > m[j] + float(MLA_SPARSE_LAZY_MAX) : mx[j] > m[j];
+      float kept[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) kept[e] = st[e], st[e] = ptx::exp2_approx(st[e] - m[h16_j(e)]);
+      h16_store_pt<ptx::bf16_t>(st, pt_base, warp, lane);
+      if (ptx::named_barrier_sync_or(bar, 128, rose)) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) st[e] = kept[e];
+        h16_softmax<MLA_SPARSE_LAZY_MAX>(st, mx, m, l, ot, red, warp, lane, bar);
+        h16_store_pt<ptx::bf16_t>(st, pt_base, warp, lane);
+        ptx::named_barrier_sync(bar, 128);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) l[h16_j(e)] += st[e];
+      }
+      pv(ot, sb, pt_base, warp, lane);
+      ptx::named_barrier_sync(bar, 128);  // every warp's reads of the stage (and of sm.p) are done
+      if (lane == 0) ptx::mbarrier_arrive(&sm.empty[stage]);
+    }
+    float L[4] = {l[0], l[1], l[2], l[3]};
+    h16_col_reduce(L, red, warp, lane, bar, [](float a, float b) { return a + b; });
+    if (wg == 1) {
+      if (warp == 0 && lane < 4) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) sm.merge_ml[0][h16_col(lane, j)] = m[j], sm.merge_ml[1][h16_col(lane, j)] = L[j];
+      }
+#pragma unroll
+      for (int mb = 0; mb < 8; ++mb)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) sm.merge_ot[(8 * mb + e) * 128 + tid] = ot[mb][e];
+    }
+    ptx::named_barrier_sync(BAR_ALL, 256);
+    if (wg == 1) continue;
+    float f0[4], f1[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int c = h16_col(lane, j);
+      const float m1 = sm.merge_ml[0][c], M = fmaxf(m[j], m1);
+      f0[j] = ptx::exp2_approx(m[j] - M), f1[j] = ptx::exp2_approx(m1 - M);
+      L[j] = L[j] * f0[j] + sm.merge_ml[1][c] * f1[j];
+      m[j] = M;
+    }
+#pragma unroll
+    for (int mb = 0; mb < 8; ++mb)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) ot[mb][e] = ot[mb][e] * f0[h16_j(e)] + sm.merge_ot[(8 * mb + e) * 128 + tid] * f1[h16_j(e)];
+    const int slot = p.num_splits[req] + (req == meta.begin_req_idx ? meta.begin_split_idx : 0);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int head = h16_col(lane, j);
+      if (head >= p.h_q) continue;
+      const bool empty = L[j] == 0.0f;  // a NaN L propagates (see dense_decode_sm90.cu)
+      const int e0 = 4 * (j >> 1) + (j & 1), e1 = e0 + 2;  // rows r and r + 8 of column j
+      if (!is_split) {
+        const float inv = unsplit_inv(p, head, L[j], m[j]);
+        uint16_t* out = static_cast<uint16_t*>(p.out) + ((static_cast<long long>(req) * p.s_q + s_idx) * p.h_q + head) * D_V;
+#pragma unroll
+        for (int g = 0; g < 4; ++g)
+          *reinterpret_cast<uint2*>(out + 128 * g + dim_off) =
+              make_uint2(ptx::pack2<ptx::bf16_t>(ot[2 * g][e0] * inv, ot[2 * g][e1] * inv), ptx::pack2<ptx::bf16_t>(ot[2 * g + 1][e0] * inv, ot[2 * g + 1][e1] * inv));
+        if (warp == 0 && lane < 4) p.lse[(static_cast<long long>(req) * p.h_q + head) * p.s_q + s_idx] = empty ? INFINITY : (__log2f(L[j]) + m[j]) * LN2;
+      } else {
+        const float inv = empty ? 0.0f : 1.0f / L[j];
+        const long long row = static_cast<long long>(slot) * p.s_q * p.h_q + s_idx * p.h_q + head;
+        float* oa = p.o_accum + row * D_V;
+#pragma unroll
+        for (int g = 0; g < 4; ++g)
+          *reinterpret_cast<float4*>(oa + 128 * g + dim_off) = make_float4(ot[2 * g][e0] * inv, ot[2 * g][e1] * inv, ot[2 * g + 1][e0] * inv, ot[2 * g + 1][e1] * inv);
+        if (warp == 0 && lane < 4) p.lse_accum[row] = empty ? -INFINITY : __log2f(L[j]) + m[j];
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ void kernel(const SparseParams& p) {
+  extern __shared__ uint8_t smem_raw[];
+  Smem& sm = smem_struct_1024<Smem>(smem_raw);
+  const SchedMeta* meta = reinterpret_cast<const SchedMeta*>(p.sched_meta) + blockIdx.z;
+  if (meta->begin_req_idx >= p.b) {
+    ptx::pdl_launch_dependents();
+    return;
+  }
+  pdl_launch_if_unsplit(*meta);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      ptx::mbarrier_init(&sm.full[s], 8);
+      ptx::mbarrier_init(&sm.empty[s], 4);
+    }
+    ptx::fence_mbarrier_init();
+  }
+  __syncthreads();
+  const int wg = __shfl_sync(0xFFFFFFFFu, static_cast<int>(threadIdx.x / 128), 0);
+  if (wg >= 2) {
+    ptx::setmaxnreg_dec<PRODUCER_REGS>();
+    producer(p, sm, *meta, blockIdx.y, wg - 2);
+  } else {
+    ptx::setmaxnreg_inc<CONSUMER_REGS>();
+    consumer(p, sm, *meta, blockIdx.y, wg);
+  }
+  ptx::pdl_launch_dependents();
+}
+}  // namespace h16x
+
 template <bool XO, bool V2, int NPROD = 1>
 __device__ __forceinline__ void sparse_decode(const SparseParams& p) {
   static_assert(NPROD == 1 || V2, "v3 = the v2 producer in two warpgroups");
@@ -1335,6 +1719,13 @@ extern "C" __global__ void __launch_bounds__(THREADS_V3, 1) mla_sparse_decode_h1
   sparse_decode_h16(p);
 }
 extern "C" __device__ const int mla_sparse_decode_smem_bytes = SMEM_BYTES;
+// The h16x consumers (experimental, h_q <= 16, grid (1, s_q, num_sm_parts)), 512 threads: tokens by bulk copy,
+// FP8 converted by the consumers (h16x above).
+extern "C" __global__ void __launch_bounds__(h16x::THREADS, 1) mla_sparse_decode_h16x_bf16_sm90(const __grid_constant__ mla::SparseParams p) {
+  h16x::kernel(p);
+}
+extern "C" __device__ const int mla_sparse_h16x_smem_bytes = h16x::SMEM_BYTES;
+
 
 // The kernels' dequantization on its own, for an exhaustive test: chunk i (16 e4m3 codes) times
 // scales[i / 16] -> 16 bf16 at out[2i], out[2i + 1]. One thread per chunk.

@@ -146,6 +146,14 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
     crossover: false,
     run: (args: FlashMlaWithKvcacheArgs) => sparseDecodeGpu(args, { crossover: false, producer: "v3", h16: true }),
   },
+  sparse_h16x: {
+    name: "sparse_h16x",
+    description: "sparseDecodeGpu with h16x (experimental, h_q <= 16): tokens by bulk copy, the FP8 bytes converted by two consumer warpgroups into wgmma's register operands",
+    kinds: ["sparse"],
+    headCounts: [8, 16],
+    crossover: false,
+    run: (args: FlashMlaWithKvcacheArgs) => sparseDecodeGpu(args, { crossover: false, producer: "v3", h16x: true }),
+  },
 });
 
 /** The implementation the commands use for dense cases unless told otherwise: flashMlaWithKvcache's default kernel. */

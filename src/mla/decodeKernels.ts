@@ -38,6 +38,9 @@ export interface DecodeKernels {
   /** The h16 consumer (tokens as wgmma's M, h_q <= 16) with the v3 producers, 512 threads (experimental). */
   sparseH16Bf16: Kernel;
   sparseSmemBytes: number;
+  /** "h16x" (experimental): tokens by bulk copy, FP8 converted by two consumer warpgroups, h_q <= 16, 512 threads. */
+  sparseH16xBf16: Kernel;
+  sparseH16xSmemBytes: number;
   /** The sparse kernels' e4m3 -> bf16 dequantization alone (an exhaustive GPU test checks it). */
   sparseDequantSelftest: Kernel;
   combineBf16: Kernel;
@@ -109,6 +112,7 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
     "mla_sparse_decode_crossover_v3_bf16_sm90",
     "mla_sparse_decode_h16_bf16_sm90",
   ]);
+  const h16x = withSmem(sparse, "mla_sparse_h16x_smem_bytes", ["mla_sparse_decode_h16x_bf16_sm90"]);
   const k: DecodeKernels = {
     sched: sched.getFunction("mla_sched_meta"),
     denseBf16: v1.kernels[0],
@@ -134,6 +138,8 @@ export function decodeKernels(deviceOrdinal = 0): DecodeKernels {
     sparseCrossoverV3Bf16: sp.kernels[5],
     sparseH16Bf16: sp.kernels[6],
     sparseSmemBytes: sp.smemBytes,
+    sparseH16xBf16: h16x.kernels[0],
+    sparseH16xSmemBytes: h16x.smemBytes,
     sparseDequantSelftest: sparse.getFunction("mla_sparse_dequant_selftest"),
     combineBf16: combine.getFunction("mla_combine_bf16"),
     combineFp16: combine.getFunction("mla_combine_fp16"),

@@ -38,6 +38,14 @@ export interface SparseDecodeOptions {
    * @default false
    */
   h16?: boolean | "auto";
+  /**
+   * Experimental (docs/sparse-decode.md §24), h_q <= 16: the tokens land in shared memory by bulk copy as
+   * stored (no producer conversion), and two consumer warpgroups, taking the blocks in turn, convert the
+   * FP8 bytes themselves into wgmma's register operands (Q·Kᵀ in f16 per scale group, P·V in bf16 with
+   * the same values as the other kernels). Not with `h16`, crossover or another producer than v3.
+   * @default false
+   */
+  h16x?: boolean;
 }
 
 /** The kernel `opts` selects for a call of `h_q` heads (num_head_tiles 64-head CTAs per query token). */
@@ -45,6 +53,7 @@ export interface SparseKernelChoice {
   producer: "v1" | "v2" | "v3";
   crossover: boolean;
   h16: boolean;
+  h16x: boolean;
 }
 
 /** The options' values alone (no tensor needed), refused with an ArgumentError naming the option; the producer. */
@@ -54,6 +63,7 @@ function checkSparseOptions(opts: SparseDecodeOptions): "v1" | "v2" | "v3" {
     throw new ArgumentError(FN, "crossover", 'true, false or "h128"', String(opts.crossover));
   }
   if (opts.h16 !== undefined && typeof opts.h16 !== "boolean" && opts.h16 !== "auto") throw new ArgumentError(FN, "h16", 'true, false or "auto"', String(opts.h16));
+  if (opts.h16x !== undefined && typeof opts.h16x !== "boolean") throw new ArgumentError(FN, "h16x", "true or false", String(opts.h16x));
   return producer;
 }
 
@@ -64,10 +74,15 @@ export function sparseKernelChoice(opts: SparseDecodeOptions, shape: { h_q: numb
   if (crossover && shape.num_head_tiles !== 2) {
     throw new ArgumentError(FN, "crossover", "h_q = 128 (a cluster of the two 64-head CTAs of a query token)", `h_q = ${shape.h_q}`);
   }
-  const h16 = opts.h16 === "auto" ? shape.h_q <= 16 && producer === "v3" && !crossover : opts.h16 === true;
+  const h16x = opts.h16x === true;
+  if (h16x && shape.h_q > 16) throw new ArgumentError(FN, "h16x", "h_q <= 16 (the heads are wgmma's N)", `h_q = ${shape.h_q}`);
+  if (h16x && (crossover || producer !== "v3" || opts.h16 === true)) {
+    throw new ArgumentError(FN, "h16x", "no h16, no crossover and the v3 producer (its CTA shape)", `h16 ${String(opts.h16)}, producer ${producer}, crossover ${crossover}`);
+  }
+  const h16 = !h16x && (opts.h16 === "auto" ? shape.h_q <= 16 && producer === "v3" && !crossover : opts.h16 === true);
   if (h16 && shape.h_q > 16) throw new ArgumentError(FN, "h16", "h_q <= 16 (the heads are wgmma's N)", `h_q = ${shape.h_q}`);
   if (h16 && (crossover || producer !== "v3")) throw new ArgumentError(FN, "h16", "the v3 producers without crossover", `producer ${producer}, crossover ${crossover}`);
-  return { producer, crossover, h16 };
+  return { producer, crossover, h16, h16x };
 }
 
 /**
@@ -88,7 +103,7 @@ export function sparseDecodeGpu(args: FlashMlaWithKvcacheArgs, opts: SparseDecod
   // The options first (those that need no tensor), then the arguments; all before anything is allocated.
   checkSparseOptions(opts);
   const shape = validateSparseArgs(args);
-  const { producer, crossover: xo, h16 } = sparseKernelChoice(opts, shape);
+  const { producer, crossover: xo, h16, h16x } = sparseKernelChoice(opts, shape);
   const { q, kCache, stream } = args;
   const indices = args.indices!;
   const meta = args.schedMeta;
@@ -146,14 +161,16 @@ export function sparseDecodeGpu(args: FlashMlaWithKvcacheArgs, opts: SparseDecod
     scale_log2: shape.softmax_scale * Math.LOG2E,
     pad0: 0,
   });
-  const main = h16
+  const main = h16x
+    ? k.sparseH16xBf16
+    : h16
     ? k.sparseH16Bf16
     : producer === "v3" ? (xo ? k.sparseCrossoverV3Bf16 : k.sparseV3Bf16) : producer === "v2" ? (xo ? k.sparseCrossoverV2Bf16 : k.sparseV2Bf16) : xo ? k.sparseCrossoverBf16 : k.sparseBf16;
   main.launch(
     {
       grid: [shape.num_head_tiles, shape.s_q, meta.numSmParts],
       block: producer === "v3" ? 512 : 384,
-      sharedMemBytes: k.sparseSmemBytes,
+      sharedMemBytes: h16x ? k.sparseH16xSmemBytes : k.sparseSmemBytes,
       stream,
       ...(xo ? { cluster: [2, 1, 1] as [number, number, number] } : {}),
     },
