@@ -1274,7 +1274,10 @@ __device__ __forceinline__ void sparse_decode_h16(const SparseParams& p) {
 // Shared memory per block: 42 KB of bulk fills, ~80 KB of loads, 18 + 16 KB of wgmma B reads (the h16
 // kernel: ~335 KB). Written in the fifteenth session.
 namespace h16x {
-constexpr int STAGES = 4, STAGE_BYTES = 64 * TOKEN_BYTES, THREADS = 512;
+#ifndef MLA_SPARSE_H16X_STAGES
+#define MLA_SPARSE_H16X_STAGES 4
+#endif
+constexpr int STAGES = MLA_SPARSE_H16X_STAGES, STAGE_BYTES = 64 * TOKEN_BYTES, THREADS = 512;
 constexpr int CONSUMER_REGS = 224, PRODUCER_REGS = 32;
 static_assert(2 * CONSUMER_REGS + 2 * PRODUCER_REGS <= 4 * LAUNCH_REGS_V3, "setmaxnreg within the CTA's registers");
 enum : uint32_t { BAR_ALL = 1, BAR_WG0 = 2 };  // BAR_WG0 + wg: one consumer warpgroup
@@ -1288,7 +1291,7 @@ struct __align__(1024) Smem {
   float merge_ml[2][H16_ROWS];       // WG1's m and L
   float qexp[H16_ROWS];              // 2^k of each head
   uint8_t valid[STAGES][64];
-  uint64_t full[STAGES];             // the 8 producer warps arrive (with the valid tokens' bytes)
+  uint64_t full[STAGES];             // lanes 0-7 of the 8 producer warps arrive (lane 0 with the valid tokens' bytes)
   uint64_t empty[STAGES];            // the consuming warpgroup's 4 warps arrive
 };
 constexpr int SMEM_BYTES = sizeof(Smem) + 1024;
@@ -1462,8 +1465,8 @@ __device__ __forceinline__ void pv(float (&ot)[8][8], const uint8_t* stage, uint
 }
 
 // The 8 producer warps: warp pw's lanes 0-7 bulk-copy tokens 8pw .. 8pw + 7 of each block (a token
-// without a slot: its row zeroed, so V holds no stale NaN, and its flag cleared); each warp's lane 0
-// arrives on the stage's full barrier, expecting its valid tokens' bytes. Indices two blocks ahead.
+// without a slot: its row zeroed, so V holds no stale NaN, and its flag cleared); each of them arrives on
+// the stage's full barrier, lane 0 expecting the warp's valid tokens' bytes. Indices two blocks ahead.
 __device__ __forceinline__ void producer(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx, int pidx) {
   constexpr uint32_t FULL = 0xFFFFFFFFu;
   const int t = threadIdx.x - 256 - 128 * pidx, lane = t % 32, pw = 4 * pidx + t / 32;
@@ -1477,20 +1480,26 @@ __device__ __forceinline__ void producer(const SparseParams& p, Smem& sm, const 
   for (int it = 0; it < n_blocks; ++it) {
     const PendingSlot pending = cursor_index(p, meta, ahead, s_idx, my_token);  // block it + 2
     const int stage = it % STAGES;
+    if (pidx == 0) STRACE(it, 13);
     ptx::mbarrier_wait(&sm.empty[stage], ((it / STAGES) & 1) ^ 1);
-    const bool mine = lane < 8, valid = slot_cur >= 0;
+    if (pidx == 0) STRACE(it, 14);
+    // The ablation (MLA_ABLATE_SPARSE_PRODUCER, wrong outputs) copies and clears nothing: the consumers' rate.
+    const bool mine = lane < 8, valid = slot_cur >= 0, copy = valid && !ABLATE_PRODUCER;
     uint8_t* row = sm.raw[stage] + my_token * TOKEN_BYTES;
-    if (mine && !valid) {
+    if (mine && !valid && !ABLATE_PRODUCER) {
 #pragma unroll 1
       for (int c = 0; c < TOKEN_BYTES / 16; ++c) reinterpret_cast<uint4*>(row)[c] = make_uint4(0, 0, 0, 0);
       ptx::fence_proxy_async_smem();  // before a later bulk copy into the same row
     }
     if (mine) sm.valid[stage][my_token] = valid ? 1 : 0;
-    const uint32_t n_valid = __popc(__ballot_sync(FULL, mine && valid));
-    __syncwarp();
+    const uint32_t n_valid = __popc(__ballot_sync(FULL, mine && copy));
+    // Each lane that wrote (zeros, its flag) arrives itself, so the release covers its own writes (racecheck
+    // did not take a __syncwarp before lane 0's arrive for that); lane 0's arrival also expects the bytes.
     if (lane == 0) ptx::mbarrier_arrive_expect_tx(&sm.full[stage], n_valid * TOKEN_BYTES);
+    else if (mine) ptx::mbarrier_arrive(&sm.full[stage]);
     __syncwarp();
-    if (mine && valid) ptx::bulk_copy_global_to_smem(ptx::smem_addr(row), token_ptr(p, slot_cur), TOKEN_BYTES, &sm.full[stage]);
+    if (mine && copy) ptx::bulk_copy_global_to_smem(ptx::smem_addr(row), token_ptr(p, slot_cur), TOKEN_BYTES, &sm.full[stage]);
+    if (pidx == 0) STRACE(it, 15);
     slot_cur = slot_nxt;
     slot_nxt = slot_of(p, pending);
     cursor_next(p, meta, ahead);
@@ -1523,10 +1532,18 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
     for (int blk = start_blk; blk < end_blk; ++blk, ++it) {
       if ((it & 1) != wg) continue;
       const int stage = it % STAGES;
+      STRACE(it, 0);
       ptx::mbarrier_wait(&sm.full[stage], (it / STAGES) & 1);
+      STRACE(it, 1);
+      if constexpr (ABLATE_CONSUMERS) {  // the producers' rate: release at once (wrong outputs)
+        ptx::named_barrier_sync(bar, 128);
+        if (lane == 0) ptx::mbarrier_arrive(&sm.empty[stage]);
+        continue;
+      }
       const uint8_t* sb = sm.raw[stage];
       float st[8], mx[4];
       qk(st, sb, q_base, warp, lane, qx);
+      STRACE(it, 2);
 #pragma unroll
       for (int j = 0; j < 4; ++j) mx[j] = MASKED;
 #pragma unroll
@@ -1553,9 +1570,12 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
 #pragma unroll
         for (int e = 0; e < 8; ++e) l[h16_j(e)] += st[e];
       }
+      STRACE(it, 3);
       pv(ot, sb, pt_base, warp, lane);
+      STRACE(it, 7);
       ptx::named_barrier_sync(bar, 128);  // every warp's reads of the stage (and of sm.p) are done
       if (lane == 0) ptx::mbarrier_arrive(&sm.empty[stage]);
+      STRACE(it, 12);
     }
     float L[4] = {l[0], l[1], l[2], l[3]};
     h16_col_reduce(L, red, warp, lane, bar, [](float a, float b) { return a + b; });
@@ -1623,7 +1643,7 @@ __device__ __forceinline__ void kernel(const SparseParams& p) {
   pdl_launch_if_unsplit(*meta);
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      ptx::mbarrier_init(&sm.full[s], 8);
+      ptx::mbarrier_init(&sm.full[s], 64);  // lanes 0-7 of the 8 producer warps
       ptx::mbarrier_init(&sm.empty[s], 4);
     }
     ptx::fence_mbarrier_init();

@@ -5,7 +5,8 @@
 // block over the steady blocks, and the block period. Run from the project root on the GPU host:
 //   FLASHMLA_KERNEL_DIR=dist/kernels-trace bash .gpu/enter.sh node scripts/device/traceSparse.mjs [case]
 // (case: sparse-v32 (default), sparse-v32-h64, sparse-long-topk, sparse-h16; a second argument "h16" runs
-// the h16 kernel instead, whose consumer records events 0, 1, 2, 3, 7 and 12 as H16_EVENTS names them).
+// the h16 kernel instead, whose consumer records events 0, 1, 2, 3, 7 and 12 as H16_EVENTS names them;
+// "h16x" the h16x kernel, which also records its producers' 13-15).
 import { benchCaseByName } from "../../dist/bench/cases.js";
 import { benchCaseSeqlens } from "../../dist/src/bench/benchCaseSeqlens.js";
 import { makeGpuSparseCase } from "../../dist/src/bench/makeGpuSparseCase.js";
@@ -20,8 +21,15 @@ const EVENTS = [
   "WG1 P·V_R retired", "WG1 P_FREE passed", "producer top", "producer buffer free", "producer K full arrived",
   "producer: first 16 values converted (loads landed)", "producer: all converted and stored", "producer: proxy fence done",
 ];
-const h16 = process.argv[3] === "h16";
-if (h16) {
+const h16x = process.argv[3] === "h16x";
+const h16 = process.argv[3] === "h16" || h16x;
+if (h16x) {
+  // h16x: consumer warpgroups 0 and 1 take the blocks in turn (each row is the block's own warpgroup);
+  // the producers' events are those of the first producer warpgroup's lane 0.
+  Object.assign(EVENTS, { 0: "top of block (its warpgroup)", 1: "stage full", 2: "Q·Kᵀ done (combined)", 3: "softmax done (Pᵀ stored)", 7: "P·V retired",
+    12: "stage released", 13: "producer top", 14: "producer: stage free", 15: "producer: copies issued" });
+  for (const ev of [4, 5, 6, 8, 9, 10, 11, 16, 17, 18]) EVENTS[ev] = "(not recorded)";
+} else if (h16) {
   Object.assign(EVENTS, { 2: "WG0 Q·Kᵀ retired", 3: "WG0 softmax done", 7: "WG0 P·V retired", 12: "WG0 block barrier passed" });
   for (const ev of [4, 5, 6, 8, 9, 10, 11]) EVENTS[ev] = "(not recorded)";
 }
@@ -38,12 +46,14 @@ for (let i = 0; i < 5; i++) {
     q: gc.q, kCache: gc.kCache, indices: gc.indices, attnSink: gc.attnSink, isFp8Kvcache: true, headDimV: 512,
     schedMeta: meta, softmaxScale: gc.softmaxScale, stream,
   };
-  const { out, lse } = h16 ? sparseDecodeGpu(args, { h16: true, crossover: false, producer: "v3" }) : flashMlaWithKvcache(args);
+  const { out, lse } = h16x
+    ? sparseDecodeGpu(args, { h16x: true, crossover: false, producer: "v3" })
+    : h16 ? sparseDecodeGpu(args, { h16: true, crossover: false, producer: "v3" }) : flashMlaWithKvcache(args);
   stream.synchronize();
   out.dispose();
   lse.dispose();
 }
-const bytes = decodeKernels(0)[h16 ? "sparseH16Bf16" : "sparseCrossoverV3Bf16"].module.readGlobal("mla_sparse_trace");
+const bytes = decodeKernels(0)[h16x ? "sparseH16xBf16" : h16 ? "sparseH16Bf16" : "sparseCrossoverV3Bf16"].module.readGlobal("mla_sparse_trace");
 const t = new BigInt64Array(bytes.slice().buffer);
 const n = t.length / STRIDE;
 let last = 0;

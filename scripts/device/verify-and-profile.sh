@@ -69,7 +69,7 @@ for step in $steps; do
         for f in dist/test/gpu/variants/*.test.js; do
           run "compute-sanitizer $tool $(basename "$f")" ${SANITIZE_LIMIT:-120} compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 99 node "$f"; done; done ;;
     dequant) gpu_test dequant 60 dist/test/gpu/mla/sparseDequant.test.js ;;
-    sparse) gpu_test sparse 230 dist/test/gpu/mla/sparseDecode.test.js dist/test/gpu/mla/sparseLazyMax.test.js dist/test/gpu/mla/sparseH16.test.js
+    sparse) gpu_test sparse 300 dist/test/gpu/mla/sparseDecode.test.js dist/test/gpu/mla/sparseLazyMax.test.js dist/test/gpu/mla/sparseH16.test.js dist/test/gpu/mla/sparseH16x.test.js
       [ "$last_rc" = 124 ] && sparse_hung=1 ;;
     fp8) gpu_test fp8 60 dist/test/gpu/mla/fp8KvWriter.test.js ;;
     runtime) gpu_test runtime 120 dist/test/gpu/runtime ;;

@@ -81,7 +81,7 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
   },
   sparse: {
     name: "sparse",
-    description: `flashMlaWithKvcache with indices: producer ${SPARSE_DEFAULT.producer ?? "v3"}, crossover where h_q = 128, the h16 consumer where h_q <= 16 (SPARSE_DEFAULT); the default`,
+    description: `flashMlaWithKvcache with indices: producer ${SPARSE_DEFAULT.producer ?? "v3"}, crossover where h_q = 128, h16x where h_q <= 16 (SPARSE_DEFAULT); the default`,
     kinds: ["sparse"],
     crossover: SPARSE_DEFAULT.crossover ?? false,
     crossoverPartner: "sparse_v3",
@@ -140,7 +140,7 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
   },
   sparse_h16: {
     name: "sparse_h16",
-    description: "sparseDecodeGpu with the h16 consumer (tokens as wgmma's M, the heads as N; h_q <= 16) and producer v3, forced (`sparse` picks it where h_q <= 16)",
+    description: "sparseDecodeGpu with the h16 consumer (tokens as wgmma's M, the heads as N; h_q <= 16) and producer v3, forced (the default at h_q <= 16 before h16x)",
     kinds: ["sparse"],
     headCounts: [8, 16],
     crossover: false,
@@ -148,7 +148,7 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
   },
   sparse_h16x: {
     name: "sparse_h16x",
-    description: "sparseDecodeGpu with h16x (experimental, h_q <= 16): tokens by bulk copy, the FP8 bytes converted by two consumer warpgroups into wgmma's register operands",
+    description: "sparseDecodeGpu with h16x (h_q <= 16): tokens by bulk copy, the FP8 bytes converted by two consumer warpgroups into wgmma's register operands, forced (`sparse` picks it where h_q <= 16)",
     kinds: ["sparse"],
     headCounts: [8, 16],
     crossover: false,

@@ -38,7 +38,7 @@ export interface DecodeKernels {
   /** The h16 consumer (tokens as wgmma's M, h_q <= 16) with the v3 producers, 512 threads (experimental). */
   sparseH16Bf16: Kernel;
   sparseSmemBytes: number;
-  /** "h16x" (experimental): tokens by bulk copy, FP8 converted by two consumer warpgroups, h_q <= 16, 512 threads. */
+  /** h16x (the default at h_q <= 16): tokens by bulk copy, FP8 converted by two consumer warpgroups, 512 threads. */
   sparseH16xBf16: Kernel;
   sparseH16xSmemBytes: number;
   /** The sparse kernels' e4m3 -> bf16 dequantization alone (an exhaustive GPU test checks it). */

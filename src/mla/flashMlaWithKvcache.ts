@@ -236,13 +236,14 @@ function encodeQTensorMap(q: Tensor, shape: DenseShape, heads_per_kv: number, or
  * }
  */
 /** What flashMlaWithKvcache runs for a sparse call (see the comment there). */
-export const SPARSE_DEFAULT: Readonly<SparseDecodeOptions> = Object.freeze({ crossover: "h128", producer: "v3", h16: "auto" });
+export const SPARSE_DEFAULT: Readonly<SparseDecodeOptions> = Object.freeze({ crossover: "h128", producer: "v3", h16: "auto", h16x: "auto" });
 
 export function flashMlaWithKvcache(args: FlashMlaWithKvcacheArgs): FlashMlaResult {
   // Sparse FP8 decode (indices given): the v3 producer (two producer warpgroups), with crossover at
   // h_q = 128: on the H200 at sparse-v32 383.7 µs against 403.7 for the plain v3 kernel, once crossover
   // sent each warp's rows with bulk copies (docs/sparse-decode.md §14); at h_q <= 16 the h16 consumer
-  // (tokens as wgmma's M: 171.3 against 186.6 µs at sparse-h16, §21); plain v3 at other head counts.
+  // (tokens as wgmma's M: 171.3 against 186.6 µs at sparse-h16, §21), now h16x there (the consumers convert
+  // FP8 themselves from bulk-copied tokens: 123.3 against 152.8 µs, §24); plain v3 at other head counts.
   if (isSparseCall(args)) return sparseDecodeGpu(args, SPARSE_DEFAULT);
   const shape = validateDenseArgs(args);
   const { q, kCache, stream } = args;

@@ -39,13 +39,15 @@ export interface SparseDecodeOptions {
    */
   h16?: boolean | "auto";
   /**
-   * Experimental (docs/sparse-decode.md §24), h_q <= 16: the tokens land in shared memory by bulk copy as
-   * stored (no producer conversion), and two consumer warpgroups, taking the blocks in turn, convert the
-   * FP8 bytes themselves into wgmma's register operands (Q·Kᵀ in f16 per scale group, P·V in bf16 with
-   * the same values as the other kernels). Not with `h16`, crossover or another producer than v3.
+   * h_q <= 16 (docs/sparse-decode.md §24): the tokens land in shared memory by bulk copy as stored (no
+   * producer conversion), and two consumer warpgroups, taking the blocks in turn, convert the FP8 bytes
+   * themselves into wgmma's register operands (Q·Kᵀ in f16 per scale group, P·V in bf16 with the same
+   * values as the other kernels); 512 threads like v3. Not with `h16: true`, crossover or another
+   * producer than v3. "auto": where h_q <= 16, the producer is v3, there is no crossover and h16 is not
+   * forced (flashMlaWithKvcache's choice; on the H200 at sparse-h16 123.3 µs against 152.8 for h16).
    * @default false
    */
-  h16x?: boolean;
+  h16x?: boolean | "auto";
 }
 
 /** The kernel `opts` selects for a call of `h_q` heads (num_head_tiles 64-head CTAs per query token). */
@@ -63,7 +65,7 @@ function checkSparseOptions(opts: SparseDecodeOptions): "v1" | "v2" | "v3" {
     throw new ArgumentError(FN, "crossover", 'true, false or "h128"', String(opts.crossover));
   }
   if (opts.h16 !== undefined && typeof opts.h16 !== "boolean" && opts.h16 !== "auto") throw new ArgumentError(FN, "h16", 'true, false or "auto"', String(opts.h16));
-  if (opts.h16x !== undefined && typeof opts.h16x !== "boolean") throw new ArgumentError(FN, "h16x", "true or false", String(opts.h16x));
+  if (opts.h16x !== undefined && typeof opts.h16x !== "boolean" && opts.h16x !== "auto") throw new ArgumentError(FN, "h16x", 'true, false or "auto"', String(opts.h16x));
   return producer;
 }
 
@@ -74,7 +76,7 @@ export function sparseKernelChoice(opts: SparseDecodeOptions, shape: { h_q: numb
   if (crossover && shape.num_head_tiles !== 2) {
     throw new ArgumentError(FN, "crossover", "h_q = 128 (a cluster of the two 64-head CTAs of a query token)", `h_q = ${shape.h_q}`);
   }
-  const h16x = opts.h16x === true;
+  const h16x = opts.h16x === "auto" ? shape.h_q <= 16 && producer === "v3" && !crossover && opts.h16 !== true : opts.h16x === true;
   if (h16x && shape.h_q > 16) throw new ArgumentError(FN, "h16x", "h_q <= 16 (the heads are wgmma's N)", `h_q = ${shape.h_q}`);
   if (h16x && (crossover || producer !== "v3" || opts.h16 === true)) {
     throw new ArgumentError(FN, "h16x", "no h16, no crossover and the v3 producer (its CTA shape)", `h16 ${String(opts.h16)}, producer ${producer}, crossover ${crossover}`);

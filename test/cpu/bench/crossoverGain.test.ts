@@ -20,7 +20,7 @@ test("crossoverPartner() pairs each sparse kernel with the same producer and the
   assert.equal(crossoverPartner(BENCH_KERNELS.sparse_v3)?.name, "sparse_crossover_v3");
   // The API default runs crossover v3 where h_q = 128 (the h16 consumer only at 8 and 16 heads): its
   // partner there is the plain v3 kernel.
-  assert.deepEqual(SPARSE_DEFAULT, { crossover: "h128", producer: "v3", h16: "auto" });
+  assert.deepEqual(SPARSE_DEFAULT, { crossover: "h128", producer: "v3", h16: "auto", h16x: "auto" });
   assert.equal(crossoverPartner(BENCH_KERNELS.sparse)?.name, "sparse_v3");
   assert.equal(crossoverPartner(BENCH_KERNELS.dense_seesaw_fast), undefined);
 });

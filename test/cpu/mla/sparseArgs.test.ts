@@ -244,26 +244,31 @@ test("sparseProducer(): v3 unless asked, with or without crossover, as flashMlaW
   assert.throws(() => sparseProducer({ producer: "v9" as "v3" }), ArgumentError);
 });
 
-test("sparseKernelChoice(): SPARSE_DEFAULT runs crossover at 128 heads, the h16 consumer at 8 and 16, plain v3 between", () => {
+test("sparseKernelChoice(): SPARSE_DEFAULT runs crossover at 128 heads, h16x at 8 and 16, plain v3 between", () => {
   const at = (h_q: number) => ({ h_q, num_head_tiles: Math.ceil(h_q / 64) });
   assert.deepEqual(sparseKernelChoice(SPARSE_DEFAULT, at(128)), { producer: "v3", crossover: true, h16: false, h16x: false });
   assert.deepEqual(sparseKernelChoice(SPARSE_DEFAULT, at(64)), { producer: "v3", crossover: false, h16: false, h16x: false });
   assert.deepEqual(sparseKernelChoice(SPARSE_DEFAULT, at(32)), { producer: "v3", crossover: false, h16: false, h16x: false });
-  assert.deepEqual(sparseKernelChoice(SPARSE_DEFAULT, at(16)), { producer: "v3", crossover: false, h16: true, h16x: false });
-  assert.deepEqual(sparseKernelChoice(SPARSE_DEFAULT, at(8)), { producer: "v3", crossover: false, h16: true, h16x: false });
+  assert.deepEqual(sparseKernelChoice(SPARSE_DEFAULT, at(16)), { producer: "v3", crossover: false, h16: false, h16x: true });
+  assert.deepEqual(sparseKernelChoice(SPARSE_DEFAULT, at(8)), { producer: "v3", crossover: false, h16: false, h16x: true });
   // "auto" steps aside for another producer; the forced form refuses it and more than 16 heads.
   assert.deepEqual(sparseKernelChoice({ h16: "auto", producer: "v2" }, at(16)), { producer: "v2", crossover: false, h16: false, h16x: false });
   assert.deepEqual(sparseKernelChoice({}, at(16)), { producer: "v3", crossover: false, h16: false, h16x: false });
   const refused = (arg: string, re: RegExp) => (e: unknown) => e instanceof ArgumentError && e.message.includes(`'${arg}'`) && re.test(e.message);
-  assert.throws(() => sparseKernelChoice({ h16: true, h16x: false }, at(32)), refused("h16", /h_q <= 16.*h_q = 32/));
+  assert.throws(() => sparseKernelChoice({ h16: true }, at(32)), refused("h16", /h_q <= 16.*h_q = 32/));
   assert.throws(() => sparseKernelChoice({ h16: true, producer: "v1" }, at(16)), refused("h16", /v3 producers without crossover/));
   assert.throws(() => sparseKernelChoice({ h16: 1 as unknown as boolean }, at(16)), refused("h16", /true, false or "auto"/));
   assert.throws(() => sparseKernelChoice({ crossover: true }, at(64)), refused("crossover", /h_q = 128/));
-  // h16x (experimental) only where asked, in place of h16, and refused where its CTA cannot run.
+  // h16 "auto" (without h16x) still picks h16; h16x "auto" steps aside for a forced h16 or another producer;
+  // the forced h16x refuses what its CTA cannot run.
+  assert.deepEqual(sparseKernelChoice({ h16: "auto" }, at(16)), { producer: "v3", crossover: false, h16: true, h16x: false });
+  assert.deepEqual(sparseKernelChoice({ ...SPARSE_DEFAULT, h16: true }, at(16)), { producer: "v3", crossover: false, h16: true, h16x: false });
+  assert.deepEqual(sparseKernelChoice({ ...SPARSE_DEFAULT, producer: "v2" }, at(16)), { producer: "v2", crossover: false, h16: false, h16x: false });
+  assert.deepEqual(sparseKernelChoice({ h16x: "auto" }, at(32)), { producer: "v3", crossover: false, h16: false, h16x: false });
   assert.deepEqual(sparseKernelChoice({ h16x: true }, at(16)), { producer: "v3", crossover: false, h16: false, h16x: true });
   assert.deepEqual(sparseKernelChoice({ ...SPARSE_DEFAULT, h16x: true }, at(8)), { producer: "v3", crossover: false, h16: false, h16x: true });
   assert.throws(() => sparseKernelChoice({ h16x: true }, at(32)), refused("h16x", /h_q <= 16.*h_q = 32/));
   assert.throws(() => sparseKernelChoice({ h16x: true, h16: true }, at(16)), refused("h16x", /no h16/));
   assert.throws(() => sparseKernelChoice({ h16x: true, producer: "v2" }, at(16)), refused("h16x", /v3 producer/));
-  assert.throws(() => sparseKernelChoice({ h16x: "yes" as unknown as boolean }, at(16)), refused("h16x", /true or false/));
+  assert.throws(() => sparseKernelChoice({ h16x: "yes" as unknown as boolean }, at(16)), refused("h16x", /true, false or "auto"/));
 });

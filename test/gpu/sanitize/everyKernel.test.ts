@@ -60,21 +60,24 @@ describeGpu("every kernel on small shapes (the compute-sanitizer suite)", () => 
     }
   });
 
-  test("sparse: plain and crossover kernels (every producer), the h16 consumer, split top-k lists, invalid ids, against the CPU reference", () => {
+  test("sparse: plain and crossover kernels (every producer), the h16 and h16x consumers, split top-k lists, invalid ids, against the CPU reference", () => {
     // The h_q = 128 lists give each CTA one or two blocks; the h_q = 64 and 16 ones (the plain v3 and h16
     // kernels, long lists) give most CTAs three or more, so their K buffers are reused.
-    const configs = [[false, "v1", 128, false], [true, "v1", 128, false], [false, "v2", 128, false], [true, "v2", 128, false], [false, "v3", 128, false], [true, "v3", 128, false], [false, "v3", 64, false], [false, "v3", 16, true]] as const;
-    for (const [crossover, producer, h_q, h16] of configs) {
+    const configs = [
+      [false, "v1", 128, false, false], [true, "v1", 128, false, false], [false, "v2", 128, false, false], [true, "v2", 128, false, false],
+      [false, "v3", 128, false, false], [true, "v3", 128, false, false], [false, "v3", 64, false, false], [false, "v3", 16, true, false], [false, "v3", 16, false, true],
+    ] as const;
+    for (const [crossover, producer, h_q, h16, h16x] of configs) {
       const long = h_q < 128;
       const opts = { seed: 60, b: 2, s_q: 2, h_q, s_k: long ? 5000 : 600, topk: long ? 4000 : 1100, pageBlockSize: 61, sink: true, invalidFraction: 0.2, topkLength: true };
       const c = makeSparseCase(opts);
       const dev = { q: Tensor.toDevice(c.q), kCache: Tensor.toDevice(c.kCache), indices: Tensor.toDevice(c.indices), topkLength: c.topkLength && Tensor.toDevice(c.topkLength), attnSink: c.attnSink && Tensor.toDevice(c.attnSink) };
       const meta = getMlaMetadata();
       try {
-        const { out, lse } = sparseDecodeGpu({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale, schedMeta: meta }, { crossover, producer, h16 });
+        const { out, lse } = sparseDecodeGpu({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale, schedMeta: meta }, { crossover, producer, h16, h16x });
         const ref = mlaDecodeReference({ ...c });
-        assertClose(bf16ArrayToF32(out.toHost().host as Uint16Array), ref.outF32, SPARSE_OUT_TOL, { name: `sparse out (crossover ${crossover}, producer ${producer}, h_q ${h_q}, h16 ${h16})`, roundReferenceTo: "bf16" });
-        assertClose(lse.toHost().host as Float32Array, ref.lse.host as Float32Array, SPARSE_LSE_TOL, { name: `sparse lse (crossover ${crossover}, producer ${producer}, h_q ${h_q}, h16 ${h16})` });
+        assertClose(bf16ArrayToF32(out.toHost().host as Uint16Array), ref.outF32, SPARSE_OUT_TOL, { name: `sparse out (crossover ${crossover}, producer ${producer}, h_q ${h_q}, h16 ${h16}, h16x ${h16x})`, roundReferenceTo: "bf16" });
+        assertClose(lse.toHost().host as Float32Array, ref.lse.host as Float32Array, SPARSE_LSE_TOL, { name: `sparse lse (crossover ${crossover}, producer ${producer}, h_q ${h_q}, h16 ${h16}, h16x ${h16x})` });
         out.dispose();
         lse.dispose();
         if (!crossover && producer === "v1" && h_q === 128) {
