@@ -1278,6 +1278,15 @@ namespace h16x {
 #define MLA_SPARSE_H16X_STAGES 4
 #endif
 constexpr int STAGES = MLA_SPARSE_H16X_STAGES, STAGE_BYTES = 64 * TOKEN_BYTES, THREADS = 512;
+// Sets of A fragments in flight (wgmma groups not yet retired) in Q·Kᵀ and in P·V: timing switches.
+#ifndef MLA_SPARSE_H16X_QK_DEPTH
+#define MLA_SPARSE_H16X_QK_DEPTH 2
+#endif
+#ifndef MLA_SPARSE_H16X_PV_DEPTH
+#define MLA_SPARSE_H16X_PV_DEPTH 2
+#endif
+constexpr int H16X_QK_DEPTH = MLA_SPARSE_H16X_QK_DEPTH, H16X_PV_DEPTH = MLA_SPARSE_H16X_PV_DEPTH;
+static_assert(H16X_QK_DEPTH >= 1 && H16X_QK_DEPTH <= 4 && H16X_PV_DEPTH >= 1 && H16X_PV_DEPTH <= 4, "1 to 4 sets in flight");
 constexpr int CONSUMER_REGS = 224, PRODUCER_REGS = 32;
 static_assert(2 * CONSUMER_REGS + 2 * PRODUCER_REGS <= 4 * LAUNCH_REGS_V3, "setmaxnreg within the CTA's registers");
 enum : uint32_t { BAR_ALL = 1, BAR_WG0 = 2 };  // BAR_WG0 + wg: one consumer warpgroup
@@ -1368,29 +1377,30 @@ __device__ __forceinline__ void qk(float (&st)[8], const uint8_t* stage, uint32_
   const uint8_t* t0 = stage + (16 * warp + lane / 4) * TOKEN_BYTES;
   const uint8_t* t1 = t0 + 8 * TOKEN_BYTES;
   float acc[4][8], accr[8];
-  uint32_t a[2][4][4];
+  constexpr int D = H16X_QK_DEPTH;
+  uint32_t a[D][4][4];
 #pragma unroll
   for (int h = 0; h < 8; ++h) {
     const int g = h / 2, off = 128 * g + 32 * q4 + 16 * (h % 2);
     const uint4 k0 = *reinterpret_cast<const uint4*>(t0 + off), k1 = *reinterpret_cast<const uint4*>(t1 + off);
-    if (h >= 2) ptx::wgmma_wait<1>();  // half group h - 2 retired: its fragments' registers are free
+    if (h >= D) ptx::wgmma_wait<D - 1>();  // half group h - D retired: its fragments' registers are free
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
       const uint32_t w0 = word(k0, s), w1 = word(k1, s);
-      a[h & 1][s][0] = lo_f16x2(w0), a[h & 1][s][1] = lo_f16x2(w1), a[h & 1][s][2] = hi_f16x2(w0), a[h & 1][s][3] = hi_f16x2(w1);
+      a[h % D][s][0] = lo_f16x2(w0), a[h % D][s][1] = lo_f16x2(w1), a[h % D][s][2] = hi_f16x2(w0), a[h % D][s][3] = hi_f16x2(w1);
     }
     ptx::wgmma_fence();
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
       const int ks = 8 * g + 4 * (h % 2) + s;
-      ptx::wgmma_m64n16k16_rs<ptx::fp16_t>(acc[g], a[h & 1][s], ptx::smem_desc_sw128(q_base + (ks / 4) * H16_TILE + (ks % 4) * 32, 16, 1024), h % 2 != 0 || s != 0);
+      ptx::wgmma_m64n16k16_rs<ptx::fp16_t>(acc[g], a[h % D][s], ptx::smem_desc_sw128(q_base + (ks / 4) * H16_TILE + (ks % 4) * 32, 16, 1024), h % 2 != 0 || s != 0);
     }
     ptx::wgmma_commit();
   }
   const uint4 r00 = *reinterpret_cast<const uint4*>(t0 + 528 + 32 * q4), r01 = *reinterpret_cast<const uint4*>(t0 + 528 + 32 * q4 + 16);
   const uint4 r10 = *reinterpret_cast<const uint4*>(t1 + 528 + 32 * q4), r11 = *reinterpret_cast<const uint4*>(t1 + 528 + 32 * q4 + 16);
-  ptx::wgmma_wait<1>();
-  uint32_t (&ar)[4][4] = a[0];  // RoPE's four k-steps: bf16 as stored, thread q's dims 16q .. 16q + 15
+  ptx::wgmma_wait<D - 1>();
+  uint32_t (&ar)[4][4] = a[8 % D];  // RoPE's four k-steps (bf16 as stored, thread q's dims 16q .. 16q + 15), in the retired set
 #pragma unroll
   for (int ks = 0; ks < 4; ++ks) {
     const uint4& x0 = ks < 2 ? r00 : r01;
@@ -1421,7 +1431,8 @@ __device__ __forceinline__ void qk(float (&st)[8], const uint8_t* stage, uint32_
 // Issued in halves of a k-step (two groups, four m-tiles), two in flight.
 __device__ __forceinline__ void pv(float (&ot)[8][8], const uint8_t* stage, uint32_t pt_base, int warp, int lane) {
   const int q4 = lane % 4, dim_off = 4 * (8 * warp + lane / 4);
-  uint32_t a[2][4][4];
+  constexpr int D = H16X_PV_DEPTH;
+  uint32_t a[D][4][4];
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
     const uint8_t* t[4];
@@ -1437,7 +1448,7 @@ __device__ __forceinline__ void pv(float (&ot)[8][8], const uint8_t* stage, uint
       for (int gg = 0; gg < 2; ++gg)
 #pragma unroll
         for (int i = 0; i < 4; ++i) w[gg][i] = *reinterpret_cast<const uint32_t*>(t[i] + 128 * (2 * half + gg) + dim_off);
-      if (h >= 2) ptx::wgmma_wait<1>();  // half h - 2 retired
+      if (h >= D) ptx::wgmma_wait<D - 1>();  // half h - D retired
 #pragma unroll
       for (int gg = 0; gg < 2; ++gg) {
         const int g = 2 * half + gg;
@@ -1446,8 +1457,8 @@ __device__ __forceinline__ void pv(float (&ot)[8][8], const uint8_t* stage, uint
         const __nv_bfloat162 c01 = __floats2bfloat162_rn(s0[g], s1[g]), c89 = __floats2bfloat162_rn(s8[g], s9[g]);
         const uint32_t x01 = ptx::prmt(w[gg][0], w[gg][1], 0x5140u), y01 = ptx::prmt(w[gg][0], w[gg][1], 0x7362u);
         const uint32_t x89 = ptx::prmt(w[gg][2], w[gg][3], 0x5140u), y89 = ptx::prmt(w[gg][2], w[gg][3], 0x7362u);
-        uint32_t (&f0)[4] = a[h & 1][2 * gg];
-        uint32_t (&f1)[4] = a[h & 1][2 * gg + 1];
+        uint32_t (&f0)[4] = a[h % D][2 * gg];
+        uint32_t (&f1)[4] = a[h % D][2 * gg + 1];
         f0[0] = dq2(static_cast<uint16_t>(x01 & 0xFFFFu), c01), f0[1] = dq2(static_cast<uint16_t>(x01 >> 16), c01);
         f0[2] = dq2(static_cast<uint16_t>(x89 & 0xFFFFu), c89), f0[3] = dq2(static_cast<uint16_t>(x89 >> 16), c89);
         f1[0] = dq2(static_cast<uint16_t>(y01 & 0xFFFFu), c01), f1[1] = dq2(static_cast<uint16_t>(y01 >> 16), c01);
@@ -1455,7 +1466,7 @@ __device__ __forceinline__ void pv(float (&ot)[8][8], const uint8_t* stage, uint
       }
       ptx::wgmma_fence();
 #pragma unroll
-      for (int i = 0; i < 4; ++i) ptx::wgmma_m64n16k16_rs<ptx::bf16_t>(ot[4 * half + i], a[h & 1][i], ptx::smem_desc_sw128(pt_base + kk * 32, 16, 1024), 1);
+      for (int i = 0; i < 4; ++i) ptx::wgmma_m64n16k16_rs<ptx::bf16_t>(ot[4 * half + i], a[h % D][i], ptx::smem_desc_sw128(pt_base + kk * 32, 16, 1024), 1);
       ptx::wgmma_commit();
     }
   }
