@@ -76,6 +76,7 @@ if (b1 > b0 && t[STRIDE * b1 + 19] > t[STRIDE * b0 + 19]) {
 }
 let prev = 0;
 EVENTS.forEach((name, ev) => {
+  if (name === "(not recorded)") return;
   const d = median(steady.map((b) => Number(at(b, ev) - at(b, 0))));
   console.log(`  ${String(ev).padStart(2)} ${String(d).padStart(7)} ${`(${d - prev >= 0 ? "+" : ""}${d - prev})`.padStart(8)}  ${name}`);
   prev = d;
