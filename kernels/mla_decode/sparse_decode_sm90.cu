@@ -1285,6 +1285,12 @@ constexpr int STAGES = MLA_SPARSE_H16X_STAGES, STAGE_BYTES = 64 * TOKEN_BYTES, T
 #ifndef MLA_SPARSE_H16X_PV_DEPTH
 #define MLA_SPARSE_H16X_PV_DEPTH 2
 #endif
+// MLA_SPARSE_H16X_FINE=1: commit groups half as large (2 k-steps in Q·Kᵀ, one scale group in P·V), so
+// with depth 4 as many fragment registers keep twice the groups in flight.
+#ifndef MLA_SPARSE_H16X_FINE
+#define MLA_SPARSE_H16X_FINE 0
+#endif
+constexpr bool H16X_FINE = MLA_SPARSE_H16X_FINE != 0;
 constexpr int H16X_QK_DEPTH = MLA_SPARSE_H16X_QK_DEPTH, H16X_PV_DEPTH = MLA_SPARSE_H16X_PV_DEPTH;
 static_assert(H16X_QK_DEPTH >= 1 && H16X_QK_DEPTH <= 4 && H16X_PV_DEPTH >= 1 && H16X_PV_DEPTH <= 4, "1 to 4 sets in flight");
 constexpr int CONSUMER_REGS = 224, PRODUCER_REGS = 32;
@@ -1371,48 +1377,64 @@ __device__ __forceinline__ void load_q(const SparseParams& p, Smem& sm, int req,
 
 // Sᵀ (log2 units not yet applied) of the block in `stage`: four f16 group accumulators and the bf16 RoPE
 // one, combined as qx · Σ_g acc_g · scale_g + rope. Issued in half groups (4 k-steps, 16 registers of A
-// fragments), two in flight: with whole groups in flight ptxas serialized the wgmmas (C7512).
+// fragments), two in flight: with whole groups in flight ptxas serialized the wgmmas (C7512), with three
+// it spilled.
+template <bool FINE>
 __device__ __forceinline__ void qk(float (&st)[8], const uint8_t* stage, uint32_t q_base, int warp, int lane, const float (&qx)[4]) {
   const int q4 = lane % 4;
   const uint8_t* t0 = stage + (16 * warp + lane / 4) * TOKEN_BYTES;
   const uint8_t* t1 = t0 + 8 * TOKEN_BYTES;
   float acc[4][8], accr[8];
-  constexpr int D = H16X_QK_DEPTH;
-  uint32_t a[D][4][4];
+  // Commit groups of KS k-steps (4: half a scale group; 2 with H16X_FINE), D of them in flight.
+  constexpr int D = H16X_QK_DEPTH, KS = FINE ? 2 : 4;
+  uint32_t a[D][KS][4];
+  uint4 k0, k1;
 #pragma unroll
-  for (int h = 0; h < 8; ++h) {
-    const int g = h / 2, off = 128 * g + 32 * q4 + 16 * (h % 2);
-    const uint4 k0 = *reinterpret_cast<const uint4*>(t0 + off), k1 = *reinterpret_cast<const uint4*>(t1 + off);
-    if (h >= D) ptx::wgmma_wait<D - 1>();  // half group h - D retired: its fragments' registers are free
+  for (int h = 0; h < 32 / KS; ++h) {
+    const int g = (h * KS) / 8, s0 = (h * KS) % 8;  // the group and its first k-step
+    if (s0 % 4 == 0) {
+      const int off = 128 * g + 32 * q4 + 4 * s0;
+      k0 = *reinterpret_cast<const uint4*>(t0 + off), k1 = *reinterpret_cast<const uint4*>(t1 + off);
+    }
+    if (h >= D) ptx::wgmma_wait<D - 1>();  // group h - D retired: its fragments' registers are free
 #pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      const uint32_t w0 = word(k0, s), w1 = word(k1, s);
+    for (int s = 0; s < KS; ++s) {
+      const uint32_t w0 = word(k0, (s0 + s) % 4), w1 = word(k1, (s0 + s) % 4);
       a[h % D][s][0] = lo_f16x2(w0), a[h % D][s][1] = lo_f16x2(w1), a[h % D][s][2] = hi_f16x2(w0), a[h % D][s][3] = hi_f16x2(w1);
     }
     ptx::wgmma_fence();
 #pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      const int ks = 8 * g + 4 * (h % 2) + s;
-      ptx::wgmma_m64n16k16_rs<ptx::fp16_t>(acc[g], a[h % D][s], ptx::smem_desc_sw128(q_base + (ks / 4) * H16_TILE + (ks % 4) * 32, 16, 1024), h % 2 != 0 || s != 0);
+    for (int s = 0; s < KS; ++s) {
+      const int ks = 8 * g + s0 + s;
+      ptx::wgmma_m64n16k16_rs<ptx::fp16_t>(acc[g], a[h % D][s], ptx::smem_desc_sw128(q_base + (ks / 4) * H16_TILE + (ks % 4) * 32, 16, 1024), s0 + s != 0);
     }
     ptx::wgmma_commit();
   }
   const uint4 r00 = *reinterpret_cast<const uint4*>(t0 + 528 + 32 * q4), r01 = *reinterpret_cast<const uint4*>(t0 + 528 + 32 * q4 + 16);
   const uint4 r10 = *reinterpret_cast<const uint4*>(t1 + 528 + 32 * q4), r11 = *reinterpret_cast<const uint4*>(t1 + 528 + 32 * q4 + 16);
-  ptx::wgmma_wait<D - 1>();
-  uint32_t (&ar)[4][4] = a[8 % D];  // RoPE's four k-steps (bf16 as stored, thread q's dims 16q .. 16q + 15), in the retired set
+  // RoPE's four k-steps: bf16 as stored, thread q's dims 16q .. 16q + 15; in a retired set of A fragments
+  // where a set is four k-steps (a separate array spilled at 224 registers).
+  auto rope = [&](uint32_t (&ar)[4][4]) {
 #pragma unroll
-  for (int ks = 0; ks < 4; ++ks) {
-    const uint4& x0 = ks < 2 ? r00 : r01;
-    const uint4& x1 = ks < 2 ? r10 : r11;
-    const int w = 2 * (ks % 2);
-    ar[ks][0] = word(x0, w), ar[ks][1] = word(x1, w), ar[ks][2] = word(x0, w + 1), ar[ks][3] = word(x1, w + 1);
+    for (int ks = 0; ks < 4; ++ks) {
+      const uint4& x0 = ks < 2 ? r00 : r01;
+      const uint4& x1 = ks < 2 ? r10 : r11;
+      const int w = 2 * (ks % 2);
+      ar[ks][0] = word(x0, w), ar[ks][1] = word(x1, w), ar[ks][2] = word(x0, w + 1), ar[ks][3] = word(x1, w + 1);
+    }
+    ptx::wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks)
+      ptx::wgmma_m64n16k16_rs<ptx::bf16_t>(accr, ar[ks], ptx::smem_desc_sw128(q_base + 8 * H16_TILE + ks * 32, 16, 1024), ks != 0);
+    ptx::wgmma_commit();
+  };
+  if constexpr (KS == 4) {
+    ptx::wgmma_wait<D - 1>();
+    rope(a[(32 / KS) % D]);
+  } else {
+    uint32_t ar[4][4];
+    rope(ar);
   }
-  ptx::wgmma_fence();
-#pragma unroll
-  for (int ks = 0; ks < 4; ++ks)
-    ptx::wgmma_m64n16k16_rs<ptx::bf16_t>(accr, ar[ks], ptx::smem_desc_sw128(q_base + 8 * H16_TILE + ks * 32, 16, 1024), ks != 0);
-  ptx::wgmma_commit();
   const float4 s0 = *reinterpret_cast<const float4*>(t0 + D_V), s1 = *reinterpret_cast<const float4*>(t1 + D_V);
   ptx::wgmma_wait<0>();
 #pragma unroll
@@ -1431,8 +1453,9 @@ __device__ __forceinline__ void qk(float (&st)[8], const uint8_t* stage, uint32_
 // Issued in halves of a k-step (two groups, four m-tiles), two in flight.
 __device__ __forceinline__ void pv(float (&ot)[8][8], const uint8_t* stage, uint32_t pt_base, int warp, int lane) {
   const int q4 = lane % 4, dim_off = 4 * (8 * warp + lane / 4);
-  constexpr int D = H16X_PV_DEPTH;
-  uint32_t a[D][4][4];
+  // Commit groups of KG scale groups (2 m-tiles each) of one k-step (2; 1 with H16X_FINE), D in flight.
+  constexpr int D = H16X_PV_DEPTH, KG = H16X_FINE ? 1 : 2;
+  uint32_t a[D][2 * KG][4];
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
     const uint8_t* t[4];
@@ -1441,17 +1464,17 @@ __device__ __forceinline__ void pv(float (&ot)[8][8], const uint8_t* stage, uint
 #pragma unroll
     for (int i = 0; i < 4; ++i) sc[i] = *reinterpret_cast<const float4*>(t[i] + D_V);
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int h = 2 * kk + half;
-      uint32_t w[2][4];  // [group of the half][token]
+    for (int part = 0; part < 4 / KG; ++part) {
+      const int h = (4 / KG) * kk + part;
+      uint32_t w[KG][4];  // [group of the part][token]
 #pragma unroll
-      for (int gg = 0; gg < 2; ++gg)
+      for (int gg = 0; gg < KG; ++gg)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) w[gg][i] = *reinterpret_cast<const uint32_t*>(t[i] + 128 * (2 * half + gg) + dim_off);
-      if (h >= D) ptx::wgmma_wait<D - 1>();  // half h - D retired
+        for (int i = 0; i < 4; ++i) w[gg][i] = *reinterpret_cast<const uint32_t*>(t[i] + 128 * (KG * part + gg) + dim_off);
+      if (h >= D) ptx::wgmma_wait<D - 1>();  // group h - D retired
 #pragma unroll
-      for (int gg = 0; gg < 2; ++gg) {
-        const int g = 2 * half + gg;
+      for (int gg = 0; gg < KG; ++gg) {
+        const int g = KG * part + gg;
         const float s0[4] = {sc[0].x, sc[0].y, sc[0].z, sc[0].w}, s1[4] = {sc[1].x, sc[1].y, sc[1].z, sc[1].w};
         const float s8[4] = {sc[2].x, sc[2].y, sc[2].z, sc[2].w}, s9[4] = {sc[3].x, sc[3].y, sc[3].z, sc[3].w};
         const __nv_bfloat162 c01 = __floats2bfloat162_rn(s0[g], s1[g]), c89 = __floats2bfloat162_rn(s8[g], s9[g]);
@@ -1466,7 +1489,7 @@ __device__ __forceinline__ void pv(float (&ot)[8][8], const uint8_t* stage, uint
       }
       ptx::wgmma_fence();
 #pragma unroll
-      for (int i = 0; i < 4; ++i) ptx::wgmma_m64n16k16_rs<ptx::bf16_t>(ot[4 * half + i], a[h % D][i], ptx::smem_desc_sw128(pt_base + kk * 32, 16, 1024), 1);
+      for (int i = 0; i < 2 * KG; ++i) ptx::wgmma_m64n16k16_rs<ptx::bf16_t>(ot[2 * KG * part + i], a[h % D][i], ptx::smem_desc_sw128(pt_base + kk * 32, 16, 1024), 1);
       ptx::wgmma_commit();
     }
   }
@@ -1553,7 +1576,7 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
       }
       const uint8_t* sb = sm.raw[stage];
       float st[8], mx[4];
-      qk(st, sb, q_base, warp, lane, qx);
+      qk<H16X_FINE>(st, sb, q_base, warp, lane, qx);
       STRACE(it, 2);
 #pragma unroll
       for (int j = 0; j < 4; ++j) mx[j] = MASKED;
