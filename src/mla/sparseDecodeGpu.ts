@@ -33,8 +33,8 @@ export interface SparseDecodeOptions {
    * The consumer with the tokens as wgmma's M and the heads as N, for h_q <= 16 (a quarter of the 64-row
    * consumers' tensor work there), in a 512-thread CTA like v3's (so `producer` must be "v3"), whose two
    * producer warpgroups gather a warp per token; not with crossover. "auto": where h_q <= 16, the
-   * producer is v3 and there is no crossover (flashMlaWithKvcache's choice; on the H200 at sparse-h16
-   * 152.1 µs against 186.6 for the 64-row v3 kernel).
+   * producer is v3, there is no crossover and h16x does not take the call (flashMlaWithKvcache's choice
+   * until h16x; on the H200 at sparse-h16 152.1 µs against 186.6 for the 64-row v3 kernel).
    * @default false
    */
   h16?: boolean | "auto";
@@ -44,7 +44,7 @@ export interface SparseDecodeOptions {
    * themselves into wgmma's register operands (Q·Kᵀ in f16 per scale group, P·V in bf16 with the same
    * values as the other kernels); 512 threads like v3. Not with `h16: true`, crossover or another
    * producer than v3. "auto": where h_q <= 16, the producer is v3, there is no crossover and h16 is not
-   * forced (flashMlaWithKvcache's choice; on the H200 at sparse-h16 123.3 µs against 152.8 for h16).
+   * forced (flashMlaWithKvcache's choice; on the H200 at sparse-h16 121.3-124.3 µs against 152.2-152.8 for h16).
    * @default false
    */
   h16x?: boolean | "auto";
