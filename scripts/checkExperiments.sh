@@ -24,6 +24,8 @@ builds=(
   "sparse_decode_sm90.cu -DMLA_SPARSE_H16_WT=0 -DMLA_SPARSE_H16_RR3=1"
   "sparse_decode_sm90.cu -DMLA_SPARSE_H16_WT=1"
   "sparse_decode_sm90.cu -DMLA_SPARSE_H16_OPT_MAX=0 -DMLA_PDL_EARLY_UNSPLIT=0"
+  "sparse_decode_sm90.cu -DMLA_SPARSE_H16X_FINE=1 -DMLA_SPARSE_H16X_NOWALK=0 -DMLA_SPARSE_H16X_STAGES=3"
+  "sparse_decode_sm90.cu -DMLA_ABLATE_SPARSE_PRODUCER -DMLA_TRACE=64"
 )
 pids=()
 for i in "${!builds[@]}"; do
