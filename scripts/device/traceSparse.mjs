@@ -68,6 +68,11 @@ const median = (xs) => {
 console.log(`${caseName}: ${last} of ${n} traced blocks recorded (CTA 0, last of 5 calls)`);
 const periods = steady.map((b) => Number(at(b + 1, 0) - at(b, 0)));
 console.log(`block period (WG0 top to next top): median ${median(periods)} cycles, min ${Math.min(...periods)}, max ${Math.max(...periods)}`);
+if (h16x) {
+  // Rows alternate between the two consumer warpgroups: a warpgroup's own period is two rows apart.
+  const own = steady.filter((b) => b + 2 < last).map((b) => Number(at(b + 2, 0) - at(b, 0)));
+  console.log(`h16x: one warpgroup's period (its block to its next): median ${median(own)} cycles, so ${median(own) / 2} a block per SM`);
+}
 // Slot 19: the global timer (ns) at event 0, so cycles per block convert to time at the clock it ran at.
 const b0 = steady[0], b1 = steady[steady.length - 1];
 if (b1 > b0 && t[STRIDE * b1 + 19] > t[STRIDE * b0 + 19]) {

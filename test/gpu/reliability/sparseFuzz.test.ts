@@ -80,7 +80,7 @@ interface SparseFuzzCase {
   kernel: SparseFuzzKernel;
 }
 
-type SparseFuzzKernel = "default" | "v1" | "v2" | "v3" | "crossover_v1" | "crossover_v2" | "crossover_v3" | "h16";
+type SparseFuzzKernel = "default" | "v1" | "v2" | "v3" | "crossover_v1" | "crossover_v2" | "crossover_v3" | "h16" | "h16x";
 
 
 function drawTopk(rng: Rng): number {
@@ -130,7 +130,7 @@ function drawCase(seed: number): SparseFuzzCase {
     useStream: rng.uniform() < 0.3,
     preallocate: rng.uniform() < 0.3,
     // Drawn last, so the other fields of a seed stay what they were before kernels were drawn.
-    kernel: rng.pick<SparseFuzzKernel>(h_q === 128 ? ["default", "v1", "v2", "v3", "crossover_v1", "crossover_v2", "crossover_v3"] : h_q <= 16 ? ["default", "v1", "v2", "v3", "h16"] : ["default", "v1", "v2", "v3"]),
+    kernel: rng.pick<SparseFuzzKernel>(h_q === 128 ? ["default", "v1", "v2", "v3", "crossover_v1", "crossover_v2", "crossover_v3"] : h_q <= 16 ? ["default", "v1", "v2", "v3", "h16", "h16x"] : ["default", "v1", "v2", "v3"]),
   };
 }
 
@@ -286,8 +286,8 @@ function runCase(f: SparseFuzzCase, stream: Stream): { sampled: boolean; attende
     const args = { ...built.gpu, isFp8Kvcache: true, headDimV: 512, softmaxScale: built.host.softmaxScale, schedMeta: meta, stream: s, ...pre };
     const { out, lse } = f.kernel === "default"
       ? flashMlaWithKvcache(args)
-      : f.kernel === "h16"
-        ? sparseDecodeGpu(args, { h16: true })
+      : f.kernel === "h16" || f.kernel === "h16x"
+        ? sparseDecodeGpu(args, f.kernel === "h16" ? { h16: true } : { h16x: true })
         : sparseDecodeGpu(args, { crossover: f.kernel.startsWith("crossover"), producer: f.kernel.endsWith("v1") ? "v1" : f.kernel.endsWith("v3") ? "v3" : "v2" });
     if (!pre.out) outs.push(out, lse);
     assert.equal(out.shape.join(","), [f.b, f.s_q, f.h_q, D_V].join(","), "out shape");
