@@ -1,3 +1,5 @@
+import assert from "node:assert/strict";
+import { ArgumentError } from "../../src/errors/ArgumentError.js";
 import { getMlaMetadata } from "../../src/mla/MlaSchedMeta.js";
 import { mlaDecodeReference } from "../../src/mla/mlaDecodeReference.js";
 import { sparseDecodeGpu, type SparseDecodeOptions } from "../../src/mla/sparseDecodeGpu.js";
@@ -83,4 +85,21 @@ export function assertSparseKernelsAgree(u: ReturnType<typeof uploadSparseCase>,
   diagnostic(`${differ} of ${ra.out.length} out elements differ in their bits from ${names[0]}`);
   assertClose(bf16ArrayToF32(rb.out), bf16ArrayToF32(ra.out), SPARSE_OUT_TOL, { name: `${names[1]} out vs ${names[0]}` });
   assertClose(rb.lse, ra.lse, SPARSE_LSE_TOL, { name: `${names[1]} lse vs ${names[0]}` });
+}
+
+/**
+ * Each sparseDecodeGpu call of `cases` is refused with an ArgumentError whose message matches, and none of
+ * them fills the (shared, fresh) metadata: the options are checked before anything is allocated.
+ */
+export function assertSparseOptionsRefused(cases: ReadonlyArray<{ u: ReturnType<typeof uploadSparseCase>; opts: SparseDecodeOptions; message: RegExp }>): void {
+  const meta = getMlaMetadata();
+  try {
+    for (const { u, opts, message } of cases) {
+      const args = { ...u.dev, isFp8Kvcache: true as const, headDimV: 512, softmaxScale: u.c.softmaxScale, schedMeta: meta };
+      assert.throws(() => sparseDecodeGpu(args, opts), (e: unknown) => e instanceof ArgumentError && message.test(e.message), `refused: ${JSON.stringify(opts)}`);
+    }
+    assert.equal(meta.initialized, false, "no metadata was filled by the refused calls");
+  } finally {
+    meta.dispose();
+  }
 }

@@ -1,10 +1,6 @@
 import { test } from "node:test";
-import assert from "node:assert/strict";
-import { ArgumentError } from "../../../src/errors/ArgumentError.js";
-import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
-import { sparseDecodeGpu } from "../../../src/mla/sparseDecodeGpu.js";
 import { describeGpu } from "../../helpers/gpu.js";
-import { assertSparseKernelsAgree, checkSparseAgainstCpu as check, uploadSparseCase } from "../../helpers/sparseCheck.js";
+import { assertSparseKernelsAgree, assertSparseOptionsRefused, checkSparseAgainstCpu as check, uploadSparseCase } from "../../helpers/sparseCheck.js";
 
 // The h16 consumer (tokens as wgmma's M, h_q <= 16): flashMlaWithKvcache's sparse kernel at 8 and 16 heads
 // until h16x (sparseH16x.test.ts); still selectable with { h16: true }.
@@ -32,17 +28,11 @@ describeGpu("sparse h16 consumer", () => {
     const u = uploadSparseCase({ seed: 1205, b: 1, s_q: 1, h_q: 64, s_k: 200, topk: 64, pageBlockSize: 64 });
     const u16 = uploadSparseCase({ seed: 1206, b: 1, s_q: 1, h_q: 16, s_k: 200, topk: 64, pageBlockSize: 64 });
     try {
-      const meta = getMlaMetadata();
-      try {
-        const args = (x: typeof u) => ({ ...x.dev, isFp8Kvcache: true as const, headDimV: 512, softmaxScale: x.c.softmaxScale, schedMeta: meta });
-        const refused = (re: RegExp) => (e: unknown) => e instanceof ArgumentError && re.test(e.message);
-        assert.throws(() => sparseDecodeGpu(args(u), { h16: true }), refused(/h_q <= 16.*h_q = 64/));
-        assert.throws(() => sparseDecodeGpu(args(u16), { h16: true, producer: "v2" }), refused(/v3 producers without crossover/));
-        assert.throws(() => sparseDecodeGpu(args(u16), { h16: "yes" as unknown as boolean }), refused(/true, false or "auto"/));
-        assert.equal(meta.initialized, false, "no metadata was filled by the refused calls");
-      } finally {
-        meta.dispose();
-      }
+      assertSparseOptionsRefused([
+        { u, opts: { h16: true }, message: /h_q <= 16.*h_q = 64/ },
+        { u: u16, opts: { h16: true, producer: "v2" }, message: /v3 producers without crossover/ },
+        { u: u16, opts: { h16: "yes" as unknown as boolean }, message: /true, false or "auto"/ },
+      ]);
     } finally {
       u.dispose();
       u16.dispose();

@@ -1,11 +1,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { ArgumentError } from "../../../src/errors/ArgumentError.js";
 import { flashMlaWithKvcache } from "../../../src/mla/flashMlaWithKvcache.js";
 import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
-import { sparseDecodeGpu } from "../../../src/mla/sparseDecodeGpu.js";
 import { describeGpu } from "../../helpers/gpu.js";
-import { assertSparseKernelsAgree, checkSparseAgainstCpu as check, sparseBits, uploadSparseCase } from "../../helpers/sparseCheck.js";
+import { assertSparseKernelsAgree, assertSparseOptionsRefused, checkSparseAgainstCpu as check, sparseBits, uploadSparseCase } from "../../helpers/sparseCheck.js";
 
 // h16x (docs/sparse-decode.md §24), flashMlaWithKvcache's sparse kernel at 8 and 16 heads: tokens by bulk
 // copy, the FP8 bytes converted by two consumer warpgroups into wgmma's register operands.
@@ -60,17 +58,11 @@ describeGpu("sparse h16x consumers", () => {
     const u = uploadSparseCase({ seed: 1306, b: 1, s_q: 1, h_q: 32, s_k: 200, topk: 64, pageBlockSize: 64 });
     const u16 = uploadSparseCase({ seed: 1307, b: 1, s_q: 1, h_q: 16, s_k: 200, topk: 64, pageBlockSize: 64 });
     try {
-      const meta = getMlaMetadata();
-      try {
-        const args = (x: typeof u) => ({ ...x.dev, isFp8Kvcache: true as const, headDimV: 512, softmaxScale: x.c.softmaxScale, schedMeta: meta });
-        const refused = (re: RegExp) => (e: unknown) => e instanceof ArgumentError && re.test(e.message);
-        assert.throws(() => sparseDecodeGpu(args(u), { h16x: true }), refused(/h_q <= 16.*h_q = 32/));
-        assert.throws(() => sparseDecodeGpu(args(u16), { h16x: true, h16: true }), refused(/no h16, no crossover/));
-        assert.throws(() => sparseDecodeGpu(args(u16), { h16x: 1 as unknown as boolean }), refused(/true, false or "auto"/));
-        assert.equal(meta.initialized, false, "no metadata was filled by the refused calls");
-      } finally {
-        meta.dispose();
-      }
+      assertSparseOptionsRefused([
+        { u, opts: { h16x: true }, message: /h_q <= 16.*h_q = 32/ },
+        { u: u16, opts: { h16x: true, h16: true }, message: /no h16, no crossover/ },
+        { u: u16, opts: { h16x: 1 as unknown as boolean }, message: /true, false or "auto"/ },
+      ]);
     } finally {
       u.dispose();
       u16.dispose();
