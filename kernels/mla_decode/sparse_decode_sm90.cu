@@ -1299,6 +1299,17 @@ constexpr bool H16X_FINE = MLA_SPARSE_H16X_FINE != 0;
 #endif
 constexpr bool H16X_NOWALK = MLA_SPARSE_H16X_NOWALK != 0;
 constexpr int H16X_QK_DEPTH = MLA_SPARSE_H16X_QK_DEPTH, H16X_PV_DEPTH = MLA_SPARSE_H16X_PV_DEPTH;
+// MLA_SPARSE_H16X_PSCALE=1: P·V takes V's e4m3 codes as bf16 by moving bits (the value times 2^-120, no
+// conversion instruction) and the scales go into Pᵀ instead, one Pᵀ tile per scale group; 0: V converted
+// and scaled in registers (dq2), one Pᵀ.
+#ifndef MLA_SPARSE_H16X_PSCALE
+#define MLA_SPARSE_H16X_PSCALE 1
+#endif
+constexpr bool H16X_PSCALE = MLA_SPARSE_H16X_PSCALE != 0;
+constexpr int PT_TILES = H16X_PSCALE ? 4 : 1;
+// Pᵀ's tiles hold p · scale · 2^64 (bf16 keeps every scale up to 2^56 finite at p <= 2^8) and V's bf16 are
+// the codes' values · 2^-120, so Oᵀ accumulates O · 2^-56: 2^56 is multiplied back in the epilogue.
+constexpr float PT_SCALE = 18446744073709551616.0f, OT_UNDO = H16X_PSCALE ? 72057594037927936.0f : 1.0f;
 static_assert(H16X_QK_DEPTH >= 1 && H16X_QK_DEPTH <= 4 && H16X_PV_DEPTH >= 1 && H16X_PV_DEPTH <= 4, "1 to 4 sets in flight");
 constexpr int CONSUMER_REGS = 224, PRODUCER_REGS = 32;
 static_assert(2 * CONSUMER_REGS + 2 * PRODUCER_REGS <= 4 * LAUNCH_REGS_V3, "setmaxnreg within the CTA's registers");
@@ -1307,8 +1318,8 @@ constexpr int Q_TILES = D_QK / 64;             // 8 f16 tiles (NoPE, permuted) +
 struct __align__(1024) Smem {
   uint8_t raw[STAGES][STAGE_BYTES];  // the blocks' tokens as stored in the cache, 656 bytes each
   uint8_t q[Q_TILES * H16_TILE];     // 1024-aligned: 4 x 41,984 = 164 x 1024
-  uint8_t pt[2][H16_TILE];           // Pᵀ of each consumer warpgroup
-  float merge_ot[64 * 128];          // WG1's Oᵀ at a request's end
+  uint8_t pt[2][PT_TILES][H16_TILE];  // Pᵀ of each consumer warpgroup (PSCALE: one per scale group)
+  float merge_ot[(H16X_PSCALE ? 32 : 64) * 128];  // WG1's Oᵀ at a request's end (PSCALE: half of it, the other half in pt)
   float red[2][4][H16_ROWS];
   float merge_ml[2][H16_ROWS];       // WG1's m and L
   float qexp[H16_ROWS];              // 2^k of each head
@@ -1387,7 +1398,7 @@ __device__ __forceinline__ void load_q(const SparseParams& p, Smem& sm, int req,
 // fragments), two in flight: with whole groups in flight ptxas serialized the wgmmas (C7512), with three
 // it spilled.
 template <bool FINE>
-__device__ __forceinline__ void qk(float (&st)[8], const uint8_t* stage, uint32_t q_base, int warp, int lane, const float (&qx)[4]) {
+__device__ __forceinline__ void qk(float (&st)[8], float4 (&sc)[2], const uint8_t* stage, uint32_t q_base, int warp, int lane, const float (&qx)[4]) {
   const int q4 = lane % 4;
   const uint8_t* t0 = stage + (16 * warp + lane / 4) * TOKEN_BYTES;
   const uint8_t* t1 = t0 + 8 * TOKEN_BYTES;
@@ -1452,7 +1463,33 @@ __device__ __forceinline__ void qk(float (&st)[8], const uint8_t* stage, uint32_
     const float4& s = ((e >> 1) & 1) ? s1 : s0;
     st[e] = qx[h16_j(e)] * (acc[0][e] * s.x + acc[1][e] * s.y + acc[2][e] * s.z + acc[3][e] * s.w) + accr[e];
   }
+  sc[0] = s0, sc[1] = s1;
 }
+
+// PSCALE's Pᵀ tiles: tile g holds Pᵀ times each token's group-g scale (sc: the thread's two tokens', as qk
+// returns them) times 2^64, stored as h16_store_pt does, fenced once.
+__device__ __forceinline__ void store_pt_scaled(const float (&st)[8], const float4 (&sc)[2], uint32_t pt_base, int warp, int lane) {
+#pragma unroll
+  for (int g = 0; g < 4; ++g) {
+    float v[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const float4& s = sc[(e >> 1) & 1];
+      v[e] = st[e] * ((g == 0 ? s.x : g == 1 ? s.y : g == 2 ? s.z : s.w) * PT_SCALE);
+    }
+    h16_store_pt<ptx::bf16_t, false>(v, pt_base + g * H16_TILE, warp, lane);
+  }
+  ptx::fence_proxy_async_smem();
+}
+
+// Two e4m3 codes as bf16x2, each value times 2^-120: sx holds code b, its sign replicated, code c, its
+// sign replicated (prmt with the sign bit set in the selector), so each 16-bit half shifted left by 4 has
+// b's exponent and mantissa in bf16's fields (e4m3's bias 7 read as bf16's 127: subnormals land on bf16
+// subnormals, exactly) and the sign at bit 15; the mask drops the sign copies. A NaN code becomes a
+// finite value: such a token's score (from the same bytes, converted with NaN kept) is NaN already.
+__device__ __forceinline__ uint32_t e4m3x2_as_bf16(uint32_t sx) { return (sx << 4) & 0x87F087F0u; }
+// prmt selector of byte j of (x, y): x's byte j, its sign, y's byte j, its sign.
+__host__ __device__ constexpr uint32_t pair_sel(int j) { return uint32_t(j) | uint32_t(8 + j) << 4 | uint32_t(4 + j) << 8 | uint32_t(12 + j) << 12; }
 
 // Oᵀ += Vᵀ·Pᵀ from the raw bytes in `stage`. Thread (warp w, lane l) owns dims 128g + 4(8w + l/4) + i of
 // each group g: tile 2g's rows r, r + 8 are i = 0, 1 and tile 2g + 1's are i = 2, 3 (r = 16w + l/4); per
@@ -1468,8 +1505,10 @@ __device__ __forceinline__ void pv(float (&ot)[8][8], const uint8_t* stage, uint
     const uint8_t* t[4];
     t[0] = stage + (16 * kk + 2 * q4) * TOKEN_BYTES, t[1] = t[0] + TOKEN_BYTES, t[2] = t[0] + 8 * TOKEN_BYTES, t[3] = t[2] + TOKEN_BYTES;
     float4 sc[4];
+    if constexpr (!H16X_PSCALE) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) sc[i] = *reinterpret_cast<const float4*>(t[i] + D_V);
+      for (int i = 0; i < 4; ++i) sc[i] = *reinterpret_cast<const float4*>(t[i] + D_V);
+    }
 #pragma unroll
     for (int part = 0; part < 4 / KG; ++part) {
       const int h = (4 / KG) * kk + part;
@@ -1481,14 +1520,23 @@ __device__ __forceinline__ void pv(float (&ot)[8][8], const uint8_t* stage, uint
       if (h >= D) ptx::wgmma_wait<D - 1>();  // group h - D retired
 #pragma unroll
       for (int gg = 0; gg < KG; ++gg) {
+        uint32_t (&f0)[4] = a[h % D][2 * gg];
+        uint32_t (&f1)[4] = a[h % D][2 * gg + 1];
+        if constexpr (H16X_PSCALE) {
+#pragma unroll
+          for (int x = 0; x < 2; ++x) {  // tokens 2q, 2q + 1 (x = 0) and 2q + 8, 2q + 9
+            const uint32_t u = w[gg][2 * x], v = w[gg][2 * x + 1];
+            f0[x * 2] = e4m3x2_as_bf16(ptx::prmt(u, v, pair_sel(0))), f0[x * 2 + 1] = e4m3x2_as_bf16(ptx::prmt(u, v, pair_sel(1)));
+            f1[x * 2] = e4m3x2_as_bf16(ptx::prmt(u, v, pair_sel(2))), f1[x * 2 + 1] = e4m3x2_as_bf16(ptx::prmt(u, v, pair_sel(3)));
+          }
+          continue;
+        }
         const int g = KG * part + gg;
         const float s0[4] = {sc[0].x, sc[0].y, sc[0].z, sc[0].w}, s1[4] = {sc[1].x, sc[1].y, sc[1].z, sc[1].w};
         const float s8[4] = {sc[2].x, sc[2].y, sc[2].z, sc[2].w}, s9[4] = {sc[3].x, sc[3].y, sc[3].z, sc[3].w};
         const __nv_bfloat162 c01 = __floats2bfloat162_rn(s0[g], s1[g]), c89 = __floats2bfloat162_rn(s8[g], s9[g]);
         const uint32_t x01 = ptx::prmt(w[gg][0], w[gg][1], 0x5140u), y01 = ptx::prmt(w[gg][0], w[gg][1], 0x7362u);
         const uint32_t x89 = ptx::prmt(w[gg][2], w[gg][3], 0x5140u), y89 = ptx::prmt(w[gg][2], w[gg][3], 0x7362u);
-        uint32_t (&f0)[4] = a[h % D][2 * gg];
-        uint32_t (&f1)[4] = a[h % D][2 * gg + 1];
         f0[0] = dq2(static_cast<uint16_t>(x01 & 0xFFFFu), c01), f0[1] = dq2(static_cast<uint16_t>(x01 >> 16), c01);
         f0[2] = dq2(static_cast<uint16_t>(x89 & 0xFFFFu), c89), f0[3] = dq2(static_cast<uint16_t>(x89 >> 16), c89);
         f1[0] = dq2(static_cast<uint16_t>(y01 & 0xFFFFu), c01), f1[1] = dq2(static_cast<uint16_t>(y01 >> 16), c01);
@@ -1496,7 +1544,10 @@ __device__ __forceinline__ void pv(float (&ot)[8][8], const uint8_t* stage, uint
       }
       ptx::wgmma_fence();
 #pragma unroll
-      for (int i = 0; i < 2 * KG; ++i) ptx::wgmma_m64n16k16_rs<ptx::bf16_t>(ot[2 * KG * part + i], a[h % D][i], ptx::smem_desc_sw128(pt_base + kk * 32, 16, 1024), 1);
+      for (int i = 0; i < 2 * KG; ++i) {
+        const uint32_t b = pt_base + (H16X_PSCALE ? (KG * part + i / 2) * H16_TILE : 0) + kk * 32;
+        ptx::wgmma_m64n16k16_rs<ptx::bf16_t>(ot[2 * KG * part + i], a[h % D][i], ptx::smem_desc_sw128(b, 16, 1024), 1);
+      }
       ptx::wgmma_commit();
     }
   }
@@ -1562,6 +1613,11 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
   float (&red)[4][H16_ROWS] = sm.red[wg];
   const uint32_t q_base = ptx::smem_addr(sm.q), pt_base = ptx::smem_addr(sm.pt[wg]);
   const int dim_off = 4 * (8 * warp + lane / 4);
+  float* const merge_hi = H16X_PSCALE ? reinterpret_cast<float*>(sm.pt) : sm.merge_ot + 32 * 128;  // Oᵀ tiles 4-7
+  auto store_pt = [&](const float (&st)[8], const float4 (&sc)[2]) {
+    if constexpr (H16X_PSCALE) store_pt_scaled(st, sc, pt_base, warp, lane);
+    else h16_store_pt<ptx::bf16_t>(st, pt_base, warp, lane);
+  };
   int it = 0;
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
     const int len = request_length(p, req);
@@ -1590,7 +1646,8 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
       }
       const uint8_t* sb = sm.raw[stage];
       float st[8], mx[4];
-      qk<H16X_FINE>(st, sb, q_base, warp, lane, qx);
+      float4 sc[2];
+      qk<H16X_FINE>(st, sc, sb, q_base, warp, lane, qx);
       STRACE(it, 2);
 #pragma unroll
       for (int j = 0; j < 4; ++j) mx[j] = MASKED;
@@ -1607,12 +1664,12 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
       float kept[8];
 #pragma unroll
       for (int e = 0; e < 8; ++e) kept[e] = st[e], st[e] = ptx::exp2_approx(st[e] - m[h16_j(e)]);
-      h16_store_pt<ptx::bf16_t>(st, pt_base, warp, lane);
+      store_pt(st, sc);
       if (ptx::named_barrier_sync_or(bar, 128, rose)) {
 #pragma unroll
         for (int e = 0; e < 8; ++e) st[e] = kept[e];
         h16_softmax<MLA_SPARSE_LAZY_MAX>(st, mx, m, l, ot, red, warp, lane, bar);
-        h16_store_pt<ptx::bf16_t>(st, pt_base, warp, lane);
+        store_pt(st, sc);
         ptx::named_barrier_sync(bar, 128);
       } else {
 #pragma unroll
@@ -1633,12 +1690,21 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
         for (int j = 0; j < 4; ++j) sm.merge_ml[0][h16_col(lane, j)] = m[j], sm.merge_ml[1][h16_col(lane, j)] = L[j];
       }
 #pragma unroll
-      for (int mb = 0; mb < 8; ++mb)
+      for (int mb = 0; mb < (H16X_PSCALE ? 4 : 8); ++mb)
 #pragma unroll
         for (int e = 0; e < 8; ++e) sm.merge_ot[(8 * mb + e) * 128 + tid] = ot[mb][e];
     }
     ptx::named_barrier_sync(BAR_ALL, 256);
-    if (wg == 1) continue;
+    if (wg == 1) {
+      if constexpr (H16X_PSCALE) {  // Oᵀ tiles 4-7 into the Pᵀ tiles, free now that both warpgroups are past P·V
+#pragma unroll
+        for (int mb = 4; mb < 8; ++mb)
+#pragma unroll
+          for (int e = 0; e < 8; ++e) merge_hi[(8 * (mb - 4) + e) * 128 + tid] = ot[mb][e];
+        ptx::named_barrier_sync(BAR_ALL, 256);
+      }
+      continue;
+    }
     float f0[4], f1[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -1649,9 +1715,14 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
       m[j] = M;
     }
 #pragma unroll
-    for (int mb = 0; mb < 8; ++mb)
+    for (int mb = 0; mb < 4; ++mb)
 #pragma unroll
       for (int e = 0; e < 8; ++e) ot[mb][e] = ot[mb][e] * f0[h16_j(e)] + sm.merge_ot[(8 * mb + e) * 128 + tid] * f1[h16_j(e)];
+    if constexpr (H16X_PSCALE) ptx::named_barrier_sync(BAR_ALL, 256);
+#pragma unroll
+    for (int mb = 4; mb < 8; ++mb)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) ot[mb][e] = ot[mb][e] * f0[h16_j(e)] + merge_hi[(8 * (mb - 4) + e) * 128 + tid] * f1[h16_j(e)];
     const int slot = p.num_splits[req] + (req == meta.begin_req_idx ? meta.begin_split_idx : 0);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -1660,7 +1731,7 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
       const bool empty = L[j] == 0.0f;  // a NaN L propagates (see dense_decode_sm90.cu)
       const int e0 = 4 * (j >> 1) + (j & 1), e1 = e0 + 2;  // rows r and r + 8 of column j
       if (!is_split) {
-        const float inv = unsplit_inv(p, head, L[j], m[j]);
+        const float inv = unsplit_inv(p, head, L[j], m[j]) * OT_UNDO;
         uint16_t* out = static_cast<uint16_t*>(p.out) + ((static_cast<long long>(req) * p.s_q + s_idx) * p.h_q + head) * D_V;
 #pragma unroll
         for (int g = 0; g < 4; ++g)
@@ -1668,7 +1739,7 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
               make_uint2(ptx::pack2<ptx::bf16_t>(ot[2 * g][e0] * inv, ot[2 * g][e1] * inv), ptx::pack2<ptx::bf16_t>(ot[2 * g + 1][e0] * inv, ot[2 * g + 1][e1] * inv));
         if (warp == 0 && lane < 4) p.lse[(static_cast<long long>(req) * p.h_q + head) * p.s_q + s_idx] = empty ? INFINITY : (__log2f(L[j]) + m[j]) * LN2;
       } else {
-        const float inv = empty ? 0.0f : 1.0f / L[j];
+        const float inv = empty ? 0.0f : OT_UNDO / L[j];
         const long long row = static_cast<long long>(slot) * p.s_q * p.h_q + s_idx * p.h_q + head;
         float* oa = p.o_accum + row * D_V;
 #pragma unroll
