@@ -268,6 +268,14 @@ __device__ __forceinline__ uint64_t smem_desc_sw128(uint32_t smem_address, uint3
   return d;
 }
 
+// A descriptor of smem_desc_sw128 moved on by `offset_bytes` (16-byte multiple): only the address field in
+// the low word changes, and it cannot carry (shared memory ends below 256 KB), so the high word stays as
+// it is and a chain of wgmmas over one tile's parts costs an add each, not a descriptor built anew.
+__device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t offset_bytes) {
+  const uint32_t lo = static_cast<uint32_t>(desc) + (offset_bytes >> 4), hi = static_cast<uint32_t>(desc >> 32);
+  return (static_cast<uint64_t>(hi) << 32) | lo;
+}
+
 // Element type tags for the wgmma wrappers: bf16 and f16 inputs, f32 accumulators.
 struct bf16_t { static constexpr bool is_fp16 = false; };
 struct fp16_t { static constexpr bool is_fp16 = true; };

@@ -206,12 +206,22 @@ __device__ __forceinline__ void store_p_words(uint8_t* tile, const uint32_t (&a)
 
 // S (+)= Q·Kᵀ over 64-dim tile t: four wgmma m64n64k16 k-steps, both operands SW128 K-major in smem.
 // `first`: the first tile of the block's sum, which overwrites S instead of adding to it.
+// MLA_DESC_ADD=1 (a timing switch, default 0): the descriptors of a block's k-steps as the block's base
+// descriptors plus offsets (ptx::desc_advance), which the unrolled callers share, instead of each built
+// from its address.
+#ifndef MLA_DESC_ADD
+#define MLA_DESC_ADD 0
+#endif
+// The SW128 descriptor (leading byte offset `lbo`) of base + off.
+__device__ __forceinline__ uint64_t sw128_at(uint32_t base, uint32_t off, uint32_t lbo) {
+  return MLA_DESC_ADD ? ptx::desc_advance(ptx::smem_desc_sw128(base, lbo, 1024), off) : ptx::smem_desc_sw128(base + off, lbo, 1024);
+}
+
 template <typename T>
 __device__ __forceinline__ void qk_tile(float (&s)[32], uint32_t q_base, uint32_t k_base, int t, bool first) {
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk)
-    ptx::wgmma_m64n64k16_ss<T>(s, ptx::smem_desc_sw128(q_base + t * TILE_BYTES + kk * 32, 16, 1024),
-                               ptx::smem_desc_sw128(k_base + t * TILE_BYTES + kk * 32, 16, 1024), !first || kk != 0);
+    ptx::wgmma_m64n64k16_ss<T>(s, sw128_at(q_base, t * TILE_BYTES + kk * 32, 16), sw128_at(k_base, t * TILE_BYTES + kk * 32, 16), !first || kk != 0);
 }
 
 // S = Q·Kᵀ for one 64-token block: the 9 tiles over d_qk = 576. before_tile(t) runs before tile t's

@@ -308,7 +308,7 @@ __device__ __forceinline__ void qk_issue(float (&s)[32], Smem& sm, int stage, ui
     if (MLA_PIPE_QROPE_REGS && t == NUM_TILES - 1) {
       // Never the first tile of a block's sum (W0 reads it last, W1 fifth), so it accumulates.
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) ptx::wgmma_m64n64k16_rs<T>(s, qrope[kk], ptx::smem_desc_sw128(k + t * TILE_BYTES + kk * 32, 16, 1024));
+      for (int kk = 0; kk < 4; ++kk) ptx::wgmma_m64n64k16_rs<T>(s, qrope[kk], sw128_at(k, t * TILE_BYTES + kk * 32, 16));
     } else {
       qk_tile<T>(s, q, k, t, starts && i == 0);
     }
@@ -368,7 +368,7 @@ __device__ __forceinline__ void exp_pack_issue(float (&o)[128], uint32_t (&a)[4]
       a[j][x] = ptx::pack2<T>(s[i], s[i + 1]);
     }
     ptx::wgmma_fence();
-    ptx::wgmma_m64n256k16_rs_transb<T>(o, a[j], ptx::smem_desc_sw128(base + j * 2048, TILE_BYTES, 1024));
+    ptx::wgmma_m64n256k16_rs_transb<T>(o, a[j], sw128_at(base, j * 2048, TILE_BYTES));
   }
   ptx::wgmma_commit();
 #pragma unroll
@@ -440,7 +440,7 @@ __device__ __forceinline__ void pv_rs(float (&o)[128], const uint32_t (&a)[4][4]
   const uint32_t base = ptx::smem_addr(kblock) + first_tile * TILE_BYTES;
   ptx::wgmma_fence();
 #pragma unroll
-  for (int j = 0; j < 4; ++j) ptx::wgmma_m64n256k16_rs_transb<T>(o, a[j], ptx::smem_desc_sw128(base + j * 2048, TILE_BYTES, 1024));
+  for (int j = 0; j < 4; ++j) ptx::wgmma_m64n256k16_rs_transb<T>(o, a[j], sw128_at(base, j * 2048, TILE_BYTES));
   ptx::wgmma_commit();
 }
 
@@ -451,7 +451,7 @@ __device__ __forceinline__ void pv_ss(float (&o)[128], const uint8_t* ptile, con
   ptx::wgmma_fence();
 #pragma unroll
   for (int j = 0; j < 4; ++j)
-    ptx::wgmma_m64n256k16_ss_transb<T>(o, ptx::smem_desc_sw128(pa + j * 32, 16, 1024), ptx::smem_desc_sw128(base + j * 2048, TILE_BYTES, 1024));
+    ptx::wgmma_m64n256k16_ss_transb<T>(o, sw128_at(pa, j * 32, 16), sw128_at(base, j * 2048, TILE_BYTES));
   ptx::wgmma_commit();
 }
 

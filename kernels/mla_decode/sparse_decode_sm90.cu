@@ -1307,6 +1307,12 @@ constexpr int H16X_QK_DEPTH = MLA_SPARSE_H16X_QK_DEPTH, H16X_PV_DEPTH = MLA_SPAR
 #endif
 constexpr bool H16X_PSCALE = MLA_SPARSE_H16X_PSCALE != 0;
 constexpr int PT_TILES = H16X_PSCALE ? 4 : 1;
+// MLA_SPARSE_H16X_DESC_ADD=1: each wgmma's B descriptor is the tile's base descriptor plus the part's
+// offset (one add), not built from its address (five uniform instructions in a chain before each wgmma).
+#ifndef MLA_SPARSE_H16X_DESC_ADD
+#define MLA_SPARSE_H16X_DESC_ADD 1
+#endif
+constexpr bool H16X_DESC_ADD = MLA_SPARSE_H16X_DESC_ADD != 0;
 // Pᵀ's tiles hold p · scale · 2^64 (bf16 keeps every scale up to 2^56 finite at p <= 2^8) and V's bf16 are
 // the codes' values · 2^-120, so Oᵀ accumulates O · 2^-56: 2^56 is multiplied back in the epilogue.
 constexpr float PT_SCALE = 18446744073709551616.0f, OT_UNDO = H16X_PSCALE ? 72057594037927936.0f : 1.0f;
@@ -1403,6 +1409,8 @@ __device__ __forceinline__ void qk(float (&st)[8], float4 (&sc)[2], const uint8_
   const uint8_t* t0 = stage + (16 * warp + lane / 4) * TOKEN_BYTES;
   const uint8_t* t1 = t0 + 8 * TOKEN_BYTES;
   float acc[4][8], accr[8];
+  const uint64_t qd = H16X_DESC_ADD ? ptx::smem_desc_sw128(q_base, 16, 1024) : 0;
+  auto q_desc = [&](uint32_t off) { return H16X_DESC_ADD ? ptx::desc_advance(qd, off) : ptx::smem_desc_sw128(q_base + off, 16, 1024); };
   // Commit groups of KS k-steps (4: half a scale group; 2 with H16X_FINE), D of them in flight.
   constexpr int D = H16X_QK_DEPTH, KS = FINE ? 2 : 4;
   uint32_t a[D][KS][4];
@@ -1424,7 +1432,7 @@ __device__ __forceinline__ void qk(float (&st)[8], float4 (&sc)[2], const uint8_
 #pragma unroll
     for (int s = 0; s < KS; ++s) {
       const int ks = 8 * g + s0 + s;
-      ptx::wgmma_m64n16k16_rs<ptx::fp16_t>(acc[g], a[h % D][s], ptx::smem_desc_sw128(q_base + (ks / 4) * H16_TILE + (ks % 4) * 32, 16, 1024), s0 + s != 0);
+      ptx::wgmma_m64n16k16_rs<ptx::fp16_t>(acc[g], a[h % D][s], q_desc((ks / 4) * H16_TILE + (ks % 4) * 32), s0 + s != 0);
     }
     ptx::wgmma_commit();
   }
@@ -1443,7 +1451,7 @@ __device__ __forceinline__ void qk(float (&st)[8], float4 (&sc)[2], const uint8_
     ptx::wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks)
-      ptx::wgmma_m64n16k16_rs<ptx::bf16_t>(accr, ar[ks], ptx::smem_desc_sw128(q_base + 8 * H16_TILE + ks * 32, 16, 1024), ks != 0);
+      ptx::wgmma_m64n16k16_rs<ptx::bf16_t>(accr, ar[ks], q_desc(8 * H16_TILE + ks * 32), ks != 0);
     ptx::wgmma_commit();
   };
   if constexpr (KS == 4) {
@@ -1500,6 +1508,7 @@ __device__ __forceinline__ void pv(float (&ot)[8][8], const uint8_t* stage, uint
   // Commit groups of KG scale groups (2 m-tiles each) of one k-step (2; 1 with H16X_FINE), D in flight.
   constexpr int D = H16X_PV_DEPTH, KG = H16X_FINE ? 1 : 2;
   uint32_t a[D][2 * KG][4];
+  const uint64_t pd = H16X_DESC_ADD ? ptx::smem_desc_sw128(pt_base, 16, 1024) : 0;
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
     const uint8_t* t[4];
@@ -1545,8 +1554,8 @@ __device__ __forceinline__ void pv(float (&ot)[8][8], const uint8_t* stage, uint
       ptx::wgmma_fence();
 #pragma unroll
       for (int i = 0; i < 2 * KG; ++i) {
-        const uint32_t b = pt_base + (H16X_PSCALE ? (KG * part + i / 2) * H16_TILE : 0) + kk * 32;
-        ptx::wgmma_m64n16k16_rs<ptx::bf16_t>(ot[2 * KG * part + i], a[h % D][i], ptx::smem_desc_sw128(b, 16, 1024), 1);
+        const uint32_t off = (H16X_PSCALE ? (KG * part + i / 2) * H16_TILE : 0) + kk * 32;
+        ptx::wgmma_m64n16k16_rs<ptx::bf16_t>(ot[2 * KG * part + i], a[h % D][i], H16X_DESC_ADD ? ptx::desc_advance(pd, off) : ptx::smem_desc_sw128(pt_base + off, 16, 1024), 1);
       }
       ptx::wgmma_commit();
     }
