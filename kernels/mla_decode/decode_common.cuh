@@ -206,11 +206,13 @@ __device__ __forceinline__ void store_p_words(uint8_t* tile, const uint32_t (&a)
 
 // S (+)= Q·Kᵀ over 64-dim tile t: four wgmma m64n64k16 k-steps, both operands SW128 K-major in smem.
 // `first`: the first tile of the block's sum, which overwrites S instead of adding to it.
-// MLA_DESC_ADD=1 (a timing switch, default 0): the descriptors of a block's k-steps as the block's base
-// descriptors plus offsets (ptx::desc_advance), which the unrolled callers share, instead of each built
-// from its address.
+// MLA_DESC_ADD (default 1; 0 for A/B): a wgmma's descriptor as its tile's base descriptor plus the
+// part's offset (ptx::desc_advance: one add, the base shared by the unrolled k-steps) instead of built
+// from its address (a chain of five uniform instructions before each wgmma, ~17 % of the h16x consumer's
+// samples in ncu). H200 (`…-exp16c-*`): dense-compute 468.0-468.2 µs against 485.0-485.6, dense-compute-mtp
+// 858.1-860.8 against 885.0-885.7, sparse-h16 (h16x) 109.5-110.3 against 112.0-112.6.
 #ifndef MLA_DESC_ADD
-#define MLA_DESC_ADD 0
+#define MLA_DESC_ADD 1
 #endif
 // The SW128 descriptor (leading byte offset `lbo`) of base + off.
 __device__ __forceinline__ uint64_t sw128_at(uint32_t base, uint32_t off, uint32_t lbo) {
@@ -284,8 +286,8 @@ __device__ __forceinline__ void h16_qk(float (&st)[8], uint32_t k_base, uint32_t
   for (int t = 0; t < NUM_TILES; ++t)
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
-      ptx::wgmma_m64n16k16_ss<T, 0>(st, ptx::smem_desc_sw128(k_base + t * TILE_BYTES + kk * 32, 16, 1024),
-                                    ptx::smem_desc_sw128(q_base + t * H16_TILE + kk * 32, 16, 1024), t != 0 || kk != 0);
+      ptx::wgmma_m64n16k16_ss<T, 0>(st, sw128_at(k_base, t * TILE_BYTES + kk * 32, 16),
+                                    sw128_at(q_base, t * H16_TILE + kk * 32, 16), t != 0 || kk != 0);
   ptx::wgmma_commit();
   ptx::wgmma_wait<0>();
   ptx::fence_regs(st);
@@ -358,8 +360,8 @@ __device__ __forceinline__ void h16_pv_mma(float (&ot)[8][8], uint32_t k_base, u
   for (int mb = 0; mb < 8; ++mb)
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
-      ptx::wgmma_m64n16k16_ss<T, 1>(ot[mb], ptx::smem_desc_sw128(k_base + mb * TILE_BYTES + kk * 2048, TILE_BYTES, 1024),
-                                    ptx::smem_desc_sw128(pt_base + kk * 32, 16, 1024), 1);
+      ptx::wgmma_m64n16k16_ss<T, 1>(ot[mb], sw128_at(k_base, mb * TILE_BYTES + kk * 2048, TILE_BYTES),
+                                    sw128_at(pt_base, kk * 32, 16), 1);
   ptx::wgmma_commit();
   ptx::wgmma_wait<0>();
 #pragma unroll

@@ -646,22 +646,22 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       if constexpr (SPLIT_PV) {
-        ptx::wgmma_m64n128k16_rs_transb<T, 0>(o, a[j], ptx::smem_desc_sw128(v_base + j * 2048, TILE_BYTES, 1024));
-        ptx::wgmma_m64n128k16_rs_transb<T, 64>(o, a[j], ptx::smem_desc_sw128(v_base + 2 * TILE_BYTES + j * 2048, TILE_BYTES, 1024));
+        ptx::wgmma_m64n128k16_rs_transb<T, 0>(o, a[j], sw128_at(v_base, j * 2048, TILE_BYTES));
+        ptx::wgmma_m64n128k16_rs_transb<T, 64>(o, a[j], sw128_at(v_base, 2 * TILE_BYTES + j * 2048, TILE_BYTES));
       } else {
-        ptx::wgmma_m64n256k16_rs_transb<T>(o, a[j], ptx::smem_desc_sw128(v_base + j * 2048, TILE_BYTES, 1024));
+        ptx::wgmma_m64n256k16_rs_transb<T>(o, a[j], sw128_at(v_base, j * 2048, TILE_BYTES));
       }
     }
   };
   auto pv = [](float (&o)[128], uint32_t p_base, uint32_t v_base) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const uint64_t a = ptx::smem_desc_sw128(p_base + j * 32, 16, 1024);
+      const uint64_t a = sw128_at(p_base, j * 32, 16);
       if constexpr (SPLIT_PV) {
-        ptx::wgmma_m64n128k16_ss_transb<T, 0>(o, a, ptx::smem_desc_sw128(v_base + j * 2048, TILE_BYTES, 1024));
-        ptx::wgmma_m64n128k16_ss_transb<T, 64>(o, a, ptx::smem_desc_sw128(v_base + 2 * TILE_BYTES + j * 2048, TILE_BYTES, 1024));
+        ptx::wgmma_m64n128k16_ss_transb<T, 0>(o, a, sw128_at(v_base, j * 2048, TILE_BYTES));
+        ptx::wgmma_m64n128k16_ss_transb<T, 64>(o, a, sw128_at(v_base, 2 * TILE_BYTES + j * 2048, TILE_BYTES));
       } else {
-        ptx::wgmma_m64n256k16_ss_transb<T>(o, a, ptx::smem_desc_sw128(v_base + j * 2048, TILE_BYTES, 1024));
+        ptx::wgmma_m64n256k16_ss_transb<T>(o, a, sw128_at(v_base, j * 2048, TILE_BYTES));
       }
     }
   };
@@ -1307,12 +1307,6 @@ constexpr int H16X_QK_DEPTH = MLA_SPARSE_H16X_QK_DEPTH, H16X_PV_DEPTH = MLA_SPAR
 #endif
 constexpr bool H16X_PSCALE = MLA_SPARSE_H16X_PSCALE != 0;
 constexpr int PT_TILES = H16X_PSCALE ? 4 : 1;
-// MLA_SPARSE_H16X_DESC_ADD=1: each wgmma's B descriptor is the tile's base descriptor plus the part's
-// offset (one add), not built from its address (five uniform instructions in a chain before each wgmma).
-#ifndef MLA_SPARSE_H16X_DESC_ADD
-#define MLA_SPARSE_H16X_DESC_ADD 1
-#endif
-constexpr bool H16X_DESC_ADD = MLA_SPARSE_H16X_DESC_ADD != 0;
 // Pᵀ's tiles hold p · scale · 2^64 (bf16 keeps every scale up to 2^56 finite at p <= 2^8) and V's bf16 are
 // the codes' values · 2^-120, so Oᵀ accumulates O · 2^-56: 2^56 is multiplied back in the epilogue.
 constexpr float PT_SCALE = 18446744073709551616.0f, OT_UNDO = H16X_PSCALE ? 72057594037927936.0f : 1.0f;
@@ -1409,8 +1403,7 @@ __device__ __forceinline__ void qk(float (&st)[8], float4 (&sc)[2], const uint8_
   const uint8_t* t0 = stage + (16 * warp + lane / 4) * TOKEN_BYTES;
   const uint8_t* t1 = t0 + 8 * TOKEN_BYTES;
   float acc[4][8], accr[8];
-  const uint64_t qd = H16X_DESC_ADD ? ptx::smem_desc_sw128(q_base, 16, 1024) : 0;
-  auto q_desc = [&](uint32_t off) { return H16X_DESC_ADD ? ptx::desc_advance(qd, off) : ptx::smem_desc_sw128(q_base + off, 16, 1024); };
+  auto q_desc = [&](uint32_t off) { return sw128_at(q_base, off, 16); };
   // Commit groups of KS k-steps (4: half a scale group; 2 with H16X_FINE), D of them in flight.
   constexpr int D = H16X_QK_DEPTH, KS = FINE ? 2 : 4;
   uint32_t a[D][KS][4];
@@ -1508,7 +1501,6 @@ __device__ __forceinline__ void pv(float (&ot)[8][8], const uint8_t* stage, uint
   // Commit groups of KG scale groups (2 m-tiles each) of one k-step (2; 1 with H16X_FINE), D in flight.
   constexpr int D = H16X_PV_DEPTH, KG = H16X_FINE ? 1 : 2;
   uint32_t a[D][2 * KG][4];
-  const uint64_t pd = H16X_DESC_ADD ? ptx::smem_desc_sw128(pt_base, 16, 1024) : 0;
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
     const uint8_t* t[4];
@@ -1555,7 +1547,7 @@ __device__ __forceinline__ void pv(float (&ot)[8][8], const uint8_t* stage, uint
 #pragma unroll
       for (int i = 0; i < 2 * KG; ++i) {
         const uint32_t off = (H16X_PSCALE ? (KG * part + i / 2) * H16_TILE : 0) + kk * 32;
-        ptx::wgmma_m64n16k16_rs<ptx::bf16_t>(ot[2 * KG * part + i], a[h % D][i], H16X_DESC_ADD ? ptx::desc_advance(pd, off) : ptx::smem_desc_sw128(pt_base + off, 16, 1024), 1);
+        ptx::wgmma_m64n16k16_rs<ptx::bf16_t>(ot[2 * KG * part + i], a[h % D][i], sw128_at(pt_base, off, 16), 1);
       }
       ptx::wgmma_commit();
     }
