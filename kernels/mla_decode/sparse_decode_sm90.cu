@@ -1311,7 +1311,10 @@ constexpr int PT_TILES = H16X_PSCALE ? 4 : 1;
 // the codes' values · 2^-120, so Oᵀ accumulates O · 2^-56: 2^56 is multiplied back in the epilogue.
 constexpr float PT_SCALE = 18446744073709551616.0f, OT_UNDO = H16X_PSCALE ? 72057594037927936.0f : 1.0f;
 static_assert(H16X_QK_DEPTH >= 1 && H16X_QK_DEPTH <= 4 && H16X_PV_DEPTH >= 1 && H16X_PV_DEPTH <= 4, "1 to 4 sets in flight");
-constexpr int CONSUMER_REGS = 224, PRODUCER_REGS = 32;
+#ifndef MLA_SPARSE_H16X_CONSUMER_REGS
+#define MLA_SPARSE_H16X_CONSUMER_REGS 224
+#endif
+constexpr int CONSUMER_REGS = MLA_SPARSE_H16X_CONSUMER_REGS, PRODUCER_REGS = (512 - 2 * CONSUMER_REGS) / 2;
 static_assert(2 * CONSUMER_REGS + 2 * PRODUCER_REGS <= 4 * LAUNCH_REGS_V3, "setmaxnreg within the CTA's registers");
 enum : uint32_t { BAR_ALL = 1, BAR_WG0 = 2 };  // BAR_WG0 + wg: one consumer warpgroup
 constexpr int Q_TILES = D_QK / 64;             // 8 f16 tiles (NoPE, permuted) + 1 bf16 tile (RoPE, permuted)
