@@ -1699,34 +1699,34 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
         for (int e = 0; e < 8; ++e) sm.merge_ot[(8 * mb + e) * 128 + tid] = ot[mb][e];
     }
     ptx::named_barrier_sync(BAR_ALL, 256);
-    float f0[4], f1[4];
-    if (wg == 0) {
+    if constexpr (H16X_PSCALE) {
+      // Oᵀ tiles 4-7 into the Pᵀ tiles, free now that both warpgroups are past P·V; one barrier instruction
+      // for both warpgroups (synccheck reported WG1 at a barrier of its own, with the same id and count as
+      // WG0's, as divergent threads; WG0 merging the low half meanwhile spilled 36 bytes).
+      if (wg == 1) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int c = h16_col(lane, j);
-        const float m1 = sm.merge_ml[0][c], M = fmaxf(m[j], m1);
-        f0[j] = ptx::exp2_approx(m[j] - M), f1[j] = ptx::exp2_approx(m1 - M);
-        L[j] = L[j] * f0[j] + sm.merge_ml[1][c] * f1[j];
-        m[j] = M;
+        for (int mb = 4; mb < 8; ++mb)
+#pragma unroll
+          for (int e = 0; e < 8; ++e) merge_hi[(8 * (mb - 4) + e) * 128 + tid] = ot[mb][e];
       }
-#pragma unroll
-      for (int mb = 0; mb < 4; ++mb)
-#pragma unroll
-        for (int e = 0; e < 8; ++e) ot[mb][e] = ot[mb][e] * f0[h16_j(e)] + sm.merge_ot[(8 * mb + e) * 128 + tid] * f1[h16_j(e)];
-    } else if constexpr (H16X_PSCALE) {  // Oᵀ tiles 4-7 into the Pᵀ tiles, free now that both warpgroups are past P·V
-#pragma unroll
-      for (int mb = 4; mb < 8; ++mb)
-#pragma unroll
-        for (int e = 0; e < 8; ++e) merge_hi[(8 * (mb - 4) + e) * 128 + tid] = ot[mb][e];
+      ptx::named_barrier_sync(BAR_ALL, 256);
     }
-    // One barrier instruction for both warpgroups (synccheck reported WG1 at a barrier of its own, with
-    // the same id and count as WG0's, as divergent threads).
-    if constexpr (H16X_PSCALE) ptx::named_barrier_sync(BAR_ALL, 256);
     if (wg == 1) continue;
+    float f0[4], f1[4];
 #pragma unroll
-    for (int mb = 4; mb < 8; ++mb)
+    for (int j = 0; j < 4; ++j) {
+      const int c = h16_col(lane, j);
+      const float m1 = sm.merge_ml[0][c], M = fmaxf(m[j], m1);
+      f0[j] = ptx::exp2_approx(m[j] - M), f1[j] = ptx::exp2_approx(m1 - M);
+      L[j] = L[j] * f0[j] + sm.merge_ml[1][c] * f1[j];
+      m[j] = M;
+    }
 #pragma unroll
-      for (int e = 0; e < 8; ++e) ot[mb][e] = ot[mb][e] * f0[h16_j(e)] + merge_hi[(8 * (mb - 4) + e) * 128 + tid] * f1[h16_j(e)];
+    for (int mb = 0; mb < 8; ++mb) {
+      const float* src = mb < 4 ? sm.merge_ot + 8 * mb * 128 : merge_hi + 8 * (mb - 4) * 128;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) ot[mb][e] = ot[mb][e] * f0[h16_j(e)] + src[e * 128 + tid] * f1[h16_j(e)];
+    }
     const int slot = p.num_splits[req] + (req == meta.begin_req_idx ? meta.begin_split_idx : 0);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
