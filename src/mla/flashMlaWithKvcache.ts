@@ -243,7 +243,8 @@ export function flashMlaWithKvcache(args: FlashMlaWithKvcacheArgs): FlashMlaResu
   // h_q = 128: on the H200 at sparse-v32 383.7 µs against 403.7 for the plain v3 kernel, once crossover
   // sent each warp's rows with bulk copies (docs/sparse-decode.md §14); at h_q <= 16 the h16 consumer
   // (tokens as wgmma's M: 171.3 against 186.6 µs at sparse-h16, §21), now h16x there (the consumers convert
-  // FP8 themselves from bulk-copied tokens: 123.3 against 152.8 µs, §24); plain v3 at other head counts.
+  // FP8 themselves from bulk-copied tokens: 123.3 against 152.8 µs, §24; 109.8 µs after §25); plain v3
+  // at other head counts.
   if (isSparseCall(args)) return sparseDecodeGpu(args, SPARSE_DEFAULT);
   const shape = validateDenseArgs(args);
   const { q, kCache, stream } = args;

@@ -41,10 +41,12 @@ export interface SparseDecodeOptions {
   /**
    * h_q <= 16 (docs/sparse-decode.md §24): the tokens land in shared memory by bulk copy as stored (no
    * producer conversion), and two consumer warpgroups, taking the blocks in turn, convert the FP8 bytes
-   * themselves into wgmma's register operands (Q·Kᵀ in f16 per scale group, P·V in bf16 with the same
-   * values as the other kernels); 512 threads like v3. Not with `h16: true`, crossover or another
-   * producer than v3. "auto": where h_q <= 16, the producer is v3, there is no crossover and h16 is not
-   * forced (flashMlaWithKvcache's choice; on the H200 at sparse-h16 121.3-124.3 µs against 152.2-152.8 for h16).
+   * themselves into wgmma's register operands (Q·Kᵀ in f16 per scale group; P·V in bf16 with V's e4m3
+   * codes as bf16 bits and each token's scales folded into P, one rounding of p·scale instead of one of
+   * V and one of P, §25: V values beyond ~3e19 or outputs below ~1e-21 are outside its range); 512
+   * threads like v3. Not with `h16: true`, crossover or another producer than v3. "auto": where h_q <= 16,
+   * the producer is v3, there is no crossover and h16 is not forced (flashMlaWithKvcache's choice; on the
+   * H200 at sparse-h16 109.1-112.2 µs against 152.2-152.8 for h16).
    * @default false
    */
   h16x?: boolean | "auto";
