@@ -560,6 +560,13 @@ __device__ __forceinline__ void cp_async_16(uint32_t smem_dst, const void* src, 
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_dst), "l"(src), "r"(src_bytes) : "memory");
 }
 
+// cp.async.mbarrier.arrive (without .noinc): raises the barrier's pending count by one now and arrives
+// once every cp.async this thread issued before it has landed, so the thread's own arrival (counted in
+// the barrier's init) cannot complete the phase before its copies do.
+__device__ __forceinline__ void cp_async_mbarrier_arrive(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+
 // cp.async.commit_group: closes this thread's cp.async issued so far into a group.
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 

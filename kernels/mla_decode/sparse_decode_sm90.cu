@@ -1298,6 +1298,18 @@ constexpr bool H16X_FINE = MLA_SPARSE_H16X_FINE != 0;
 #define MLA_SPARSE_H16X_NOWALK 1
 #endif
 constexpr bool H16X_NOWALK = MLA_SPARSE_H16X_NOWALK != 0;
+// MLA_SPARSE_H16X_LSU (a timing switch, default 0): how many producer warpgroups, from the last, gather
+// their tokens with 16-byte cp.async (4 lanes a token, invalid tokens zero-filled by the copy itself)
+// instead of one bulk copy a token: the bulk copies take uniform operands, so a warp issues its lanes'
+// one by one (the ncu profile, docs/sparse-decode.md §25), and the cp.async path goes through the LSU
+// beside the bulk-copy engine.
+#ifndef MLA_SPARSE_H16X_LSU
+#define MLA_SPARSE_H16X_LSU 0
+#endif
+constexpr int H16X_LSU = MLA_SPARSE_H16X_LSU;
+static_assert(H16X_LSU >= 0 && H16X_LSU <= 2, "0, 1 or 2 producer warpgroups on cp.async");
+// The stage's full barrier: lanes 0-7 of each bulk-copy warp, every thread of a cp.async warpgroup.
+constexpr int FULL_ARRIVALS = (2 - H16X_LSU) * 32 + H16X_LSU * 128;
 constexpr int H16X_QK_DEPTH = MLA_SPARSE_H16X_QK_DEPTH, H16X_PV_DEPTH = MLA_SPARSE_H16X_PV_DEPTH;
 // MLA_SPARSE_H16X_PSCALE=1: P·V takes V's e4m3 codes as bf16 by moving bits (the value times 2^-120, no
 // conversion instruction) and the scales go into Pᵀ instead, one Pᵀ tile per scale group; 0: V converted
@@ -1328,7 +1340,7 @@ struct __align__(1024) Smem {
   float merge_ml[2][H16_ROWS];       // WG1's m and L
   float qexp[H16_ROWS];              // 2^k of each head
   uint8_t valid[STAGES][64];
-  uint64_t full[STAGES];             // lanes 0-7 of the 8 producer warps arrive (lane 0 with the valid tokens' bytes)
+  uint64_t full[STAGES];             // FULL_ARRIVALS: lanes 0-7 of each bulk-copy warp (lane 0 with the valid tokens' bytes), each cp.async thread
   uint64_t empty[STAGES];            // the consuming warpgroup's 4 warps arrive
 };
 constexpr int SMEM_BYTES = sizeof(Smem) + 1024;
@@ -1564,10 +1576,12 @@ __device__ __forceinline__ void pv(float (&ot)[8][8], const uint8_t* stage, uint
 // The 8 producer warps: warp pw's lanes 0-7 bulk-copy tokens 8pw .. 8pw + 7 of each block (a token
 // without a slot: its row zeroed, so V holds no stale NaN, and its flag cleared); each of them arrives on
 // the stage's full barrier, lane 0 expecting the warp's valid tokens' bytes. Indices two blocks ahead.
+// (MLA_SPARSE_H16X_LSU: the last warpgroup(s) copy with cp.async instead, 4 lanes a token, see above.)
 __device__ __forceinline__ void producer(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx, int pidx) {
   constexpr uint32_t FULL = 0xFFFFFFFFu;
   const int t = threadIdx.x - 256 - 128 * pidx, lane = t % 32, pw = 4 * pidx + t / 32;
-  const int my_token = 8 * pw + (lane & 7);
+  const bool lsu = H16X_LSU > 0 && pidx >= 2 - H16X_LSU;  // warpgroup-uniform
+  const int my_token = 8 * pw + (lsu ? lane / 4 : lane & 7);
   // NOWALK: the loop runs while the cursor has a block instead of over a count walked first, whose
   // dependent loads of the requests' lengths came before the first copy.
   const int n_blocks = H16X_NOWALK ? 0 : walk_blocks(p, meta);
@@ -1588,19 +1602,36 @@ __device__ __forceinline__ void producer(const SparseParams& p, Smem& sm, const 
     // The ablation (MLA_ABLATE_SPARSE_PRODUCER, wrong outputs) copies and clears nothing: the consumers' rate.
     const bool mine = lane < 8, valid = slot_cur >= 0, copy = valid && !ABLATE_PRODUCER;
     uint8_t* row = sm.raw[stage] + my_token * TOKEN_BYTES;
-    if (mine && !valid && !ABLATE_PRODUCER) {
+    if (lsu) {
+      // Lane l copies 16-byte chunks l % 4, l % 4 + 4, ... of its token (a warp instruction: 8 tokens'
+      // 64 contiguous bytes); a token without a slot gets zeros from the copy itself (no source bytes).
+      const uint8_t* src = copy ? token_ptr(p, slot_cur) : p.kv;
+      const uint32_t dst = ptx::smem_addr(row);
+      if (!ABLATE_PRODUCER) {
+#pragma unroll
+        for (int k = 0; k < (TOKEN_BYTES / 16 + 3) / 4; ++k) {
+          const int c = (lane & 3) + 4 * k;
+          if (c < TOKEN_BYTES / 16) ptx::cp_async_16(dst + 16 * c, src + 16 * c, copy ? 16u : 0u);
+        }
+      }
+      if ((lane & 3) == 0) sm.valid[stage][my_token] = valid ? 1 : 0;
+      ptx::cp_async_mbarrier_arrive(&sm.full[stage]);
+      ptx::mbarrier_arrive(&sm.full[stage]);  // this thread's arrival, a release of its flag
+    } else {
+      if (mine && !valid && !ABLATE_PRODUCER) {
 #pragma unroll 1
-      for (int c = 0; c < TOKEN_BYTES / 16; ++c) reinterpret_cast<uint4*>(row)[c] = make_uint4(0, 0, 0, 0);
-      ptx::fence_proxy_async_smem();  // before a later bulk copy into the same row
+        for (int c = 0; c < TOKEN_BYTES / 16; ++c) reinterpret_cast<uint4*>(row)[c] = make_uint4(0, 0, 0, 0);
+        ptx::fence_proxy_async_smem();  // before a later bulk copy into the same row
+      }
+      if (mine) sm.valid[stage][my_token] = valid ? 1 : 0;
+      const uint32_t n_valid = __popc(__ballot_sync(FULL, mine && copy));
+      // Each lane that wrote (zeros, its flag) arrives itself, so the release covers its own writes (racecheck
+      // did not take a __syncwarp before lane 0's arrive for that); lane 0's arrival also expects the bytes.
+      if (lane == 0) ptx::mbarrier_arrive_expect_tx(&sm.full[stage], n_valid * TOKEN_BYTES);
+      else if (mine) ptx::mbarrier_arrive(&sm.full[stage]);
+      __syncwarp();
+      if (mine && copy) ptx::bulk_copy_global_to_smem(ptx::smem_addr(row), token_ptr(p, slot_cur), TOKEN_BYTES, &sm.full[stage]);
     }
-    if (mine) sm.valid[stage][my_token] = valid ? 1 : 0;
-    const uint32_t n_valid = __popc(__ballot_sync(FULL, mine && copy));
-    // Each lane that wrote (zeros, its flag) arrives itself, so the release covers its own writes (racecheck
-    // did not take a __syncwarp before lane 0's arrive for that); lane 0's arrival also expects the bytes.
-    if (lane == 0) ptx::mbarrier_arrive_expect_tx(&sm.full[stage], n_valid * TOKEN_BYTES);
-    else if (mine) ptx::mbarrier_arrive(&sm.full[stage]);
-    __syncwarp();
-    if (mine && copy) ptx::bulk_copy_global_to_smem(ptx::smem_addr(row), token_ptr(p, slot_cur), TOKEN_BYTES, &sm.full[stage]);
     if (pidx == 0) STRACE(it, 15);
     slot_cur = slot_nxt;
     slot_nxt = slot_of(p, pending);
@@ -1767,7 +1798,7 @@ __device__ __forceinline__ void kernel(const SparseParams& p) {
   pdl_launch_if_unsplit(*meta);
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      ptx::mbarrier_init(&sm.full[s], 64);  // lanes 0-7 of the 8 producer warps
+      ptx::mbarrier_init(&sm.full[s], FULL_ARRIVALS);
       ptx::mbarrier_init(&sm.empty[s], 4);
     }
     ptx::fence_mbarrier_init();
