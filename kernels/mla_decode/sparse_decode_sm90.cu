@@ -113,13 +113,26 @@ __device__ __forceinline__ int request_length(const SparseParams& p, int req) {
   return max(0, min(p.lengths[req], p.topk));
 }
 
+// MLA_CVT_HI (a timing switch, default 0): a word's upper two e4m3 codes converted from the word's upper
+// half directly (ptx::cvt_f16x2_e4m3x2_hi), not after a shift into a 16-bit register; ptxas then reads the
+// half with the conversion's operand selector. 1: in h16x's Q·Kᵀ (its code 64 instructions shorter, one
+// per upper pair of a block); 2: also in the producers' dequant4 (the v2 kernels then spill 4 and 44
+// bytes). The same values; not yet timed or run on a GPU.
+#ifndef MLA_CVT_HI
+#define MLA_CVT_HI 0
+#endif
+template <int FROM>
+__device__ __forceinline__ uint32_t cvt_hi_pair(uint32_t w) {
+  return MLA_CVT_HI >= FROM ? ptx::cvt_f16x2_e4m3x2_hi(w) : ptx::cvt_f16x2_e4m3x2(static_cast<uint16_t>(w >> 16));
+}
+
 // Four e4m3 bytes -> two bf16x2 words, times the tile's bf16 scale, through the conversion units
 // (e4m3x2 -> f16x2 -> f32 -> bf16x2). An exact integer path (bytes moved into bf16 bit positions, then
 // x 2^120 x scale) measured slower on the H200 (1041 vs 803 µs at sparse-v32): the conversions are not
 // the bottleneck (docs/sparse-decode.md §11).
 __device__ __forceinline__ void dequant4(uint32_t w, __nv_bfloat162 scale, uint32_t& lo, uint32_t& hi) {
   const uint32_t h01 = ptx::cvt_f16x2_e4m3x2(static_cast<uint16_t>(w & 0xFFFFu));
-  const uint32_t h23 = ptx::cvt_f16x2_e4m3x2(static_cast<uint16_t>(w >> 16));
+  const uint32_t h23 = cvt_hi_pair<2>(w);
   const float2 f01 = __half22float2(*reinterpret_cast<const __half2*>(&h01));
   const float2 f23 = __half22float2(*reinterpret_cast<const __half2*>(&h23));
   __nv_bfloat162 b01 = __hmul2(__floats2bfloat162_rn(f01.x, f01.y), scale);
@@ -1359,7 +1372,7 @@ __device__ __forceinline__ int rope_col(int d) {
 }
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 __device__ __forceinline__ uint32_t lo_f16x2(uint32_t w) { return ptx::cvt_f16x2_e4m3x2(static_cast<uint16_t>(w & 0xFFFFu)); }
-__device__ __forceinline__ uint32_t hi_f16x2(uint32_t w) { return ptx::cvt_f16x2_e4m3x2(static_cast<uint16_t>(w >> 16)); }
+__device__ __forceinline__ uint32_t hi_f16x2(uint32_t w) { return cvt_hi_pair<1>(w); }
 // Two e4m3 codes (low byte first) times their tokens' bf16 scales: dequant4's values (f16 -> f32, whose
 // upper halves are the exact bf16 of an e4m3 value, times the scale in bf16).
 __device__ __forceinline__ uint32_t dq2(uint16_t two, __nv_bfloat162 scale) {
