@@ -25,6 +25,13 @@ export interface HostSparseCaseOptions {
   varlen?: boolean;
   /** Extra (poisoned) token rows after each block, so the block stride exceeds pageBlockSize·656. @default 0 */
   blockPadTokens?: number;
+  /**
+   * KV drawn kvScale times larger (N(0, (kvScale/10)²) clamped to ±kvScale, so the FP8 scales are kvScale
+   * times larger too) and softmaxScale divided by it, so the scores and probabilities are those of the
+   * unscaled case and the outputs kvScale times its: a power of two reaches the ends of a kernel's range.
+   * @default 1
+   */
+  kvScale?: number;
 }
 
 /** A sparse (FP8 KV cache) decode case on the host: the arguments of mlaDecodeReference. */
@@ -58,13 +65,14 @@ export interface HostSparseCase {
  */
 export function makeHostSparseCase(opts: HostSparseCaseOptions): HostSparseCase {
   const { seed, b, s_q, h_q, s_k, topk, pageBlockSize } = opts;
-  const { invalidFraction = 0, repeat = 0, varlen = false, blockPadTokens = 0 } = opts;
+  const { invalidFraction = 0, repeat = 0, varlen = false, blockPadTokens = 0, kvScale = 1 } = opts;
+  if (!(kvScale > 0 && Number.isFinite(kvScale))) throw new RangeError(`makeHostSparseCase: kvScale must be a positive finite number, got ${kvScale}`);
   const rng = new Rng(seed);
   const layout = drawSparseLayout(rng, { b, seqlens: { s_k, varlen }, pageBlockSize });
   const numSlots = layout.numBlocks * pageBlockSize;
 
   const q = randomBf16(rng, b * s_q * h_q * D_QK, { std: 1, clamp: 1 }); // [b, s_q, h_q, 576]
-  const kv = randomBf16(rng, numSlots * D_QK, { std: 0.1, clamp: 1 }); // [num_tokens, 576]
+  const kv = randomBf16(rng, numSlots * D_QK, { std: 0.1 * kvScale, clamp: kvScale }); // [num_tokens, 576]
   const draw = drawSparseIndices(rng, layout, { s_q, topk, topkLength: opts.topkLength === true, invalidFraction, repeat });
 
   const rowsPerBlock = pageBlockSize + blockPadTokens;
@@ -86,7 +94,7 @@ export function makeHostSparseCase(opts: HostSparseCaseOptions): HostSparseCase 
     indices: Tensor.fromHost(draw.indices, [b, s_q, topk], "i32"),
     ...(draw.topkLength ? { topkLength: Tensor.fromHost(draw.topkLength, [b], "i32") } : {}),
     ...(sink ? { attnSink: Tensor.fromHost(sink, [h_q], "f32") } : {}),
-    softmaxScale: D_QK ** -0.55,
+    softmaxScale: D_QK ** -0.55 / kvScale,
     isFp8Kvcache: true,
     headDimV: 512,
     seqlens: layout.seqlens,

@@ -20,6 +20,16 @@ describeGpu("sparse h16x consumers", () => {
     check({ seed: 1304, b: 2, s_q: 2, h_q: 16, s_k: 300, topk: 100, pageBlockSize: 64, sink: true, invalidFraction: 1 }, 0, false, "v3", x);
   });
 
+  // §25: Pᵀ holds p · scale · 2^64 and Oᵀ accumulates O · 2^-56, so KV far from FlashMLA's N(0, 0.01) must
+  // still come out right (scales up to 2^56 stay finite); the plain v3 kernel on the same case as a control.
+  test("h16x with KV 2^40 and 2^-40 times larger (the scores unchanged), every element, v3 beside it", () => {
+    for (const kvScale of [2 ** 40, 2 ** -40]) {
+      const c = { seed: 1310, b: 2, s_q: 2, h_q: 16, s_k: 600, topk: 256, pageBlockSize: 64, sink: true, invalidFraction: 0.1, kvScale };
+      check(c, 0, false, "v3");
+      check(c, 0, false, "v3", { h16x: true });
+    }
+  });
+
   // Against h16 (racecheck-clean; the v3 kernel's warp-level release before its kempty arrive is reported
   // by racecheck on this long list, docs/sparse-decode.md §24).
   test("h16x agrees with h16 on a long top-k list split over many parts (tolerance asserted)", (t) => {
