@@ -873,6 +873,68 @@ constexpr bool H16_OPT_MAX = MLA_SPARSE_H16_OPT_MAX != 0;
 // and WG1 hands its part to WG0 through shared memory at the request's end (the split-KV merge, in
 // place). Correct on the H200 and slower (sparse-h16 175.0 vs 171.3 µs): the producers bound the kernel,
 // and WG0 then waited ~4.9 k cycles a block for K; it is for a faster producer.
+// The h16 consumers' masking of a block's Sᵀ (log2 units applied; a token without a slot gets MASKED)
+// and the thread's own column maxima of it.
+__device__ __forceinline__ void h16_mask(float (&st)[8], float (&mx)[4], const uint8_t* valid, float scale_log2, int warp, int lane) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) mx[j] = MASKED;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const int j = h16_j(e);
+    st[e] = valid[h16_row(warp, lane, e)] ? st[e] * scale_log2 : MASKED;
+    mx[j] = fmaxf(mx[j], st[e]);
+  }
+}
+
+// The lazy max's decision needs no column maxima unless a score rose past it: a thread whose own scores
+// stay within m + TAU (m is the same in every thread of a column) computes Pᵀ with the m it has and
+// stores it (store_pt), and the barrier that publishes Pᵀ also ORs every thread's "rose". Only then (a
+// request's first block, a jump) the full step runs again from the kept scores and stores Pᵀ again; the
+// outputs are the same bits as h16_softmax's either way (the same m, P and order of l's sums).
+template <typename StorePt>
+__device__ __forceinline__ void h16_vote_softmax(float (&st)[8], float (&mx)[4], float (&m)[4], float (&l)[4], float (&ot)[8][8], float (&red)[4][H16_ROWS],
+                                                 int warp, int lane, uint32_t bar, StorePt&& store_pt) {
+  bool rose = false;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) rose |= MLA_SPARSE_LAZY_MAX > 0 ? mx[j] > m[j] + float(MLA_SPARSE_LAZY_MAX) : mx[j] > m[j];
+  float kept[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) kept[e] = st[e], st[e] = ptx::exp2_approx(st[e] - m[h16_j(e)]);
+  store_pt(st);
+  if (ptx::named_barrier_sync_or(bar, 128, rose)) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) st[e] = kept[e];
+    h16_softmax<MLA_SPARSE_LAZY_MAX>(st, mx, m, l, ot, red, warp, lane, bar);
+    store_pt(st);
+    ptx::named_barrier_sync(bar, 128);
+  } else {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) l[h16_j(e)] += st[e];
+  }
+}
+
+// Two consumer warpgroups' states of one request merged into this one's: the other's column maxima m1
+// and sums l1 (by column), its Oᵀ tiles 0-3 at ot_lo and 4-7 at ot_hi (element e of tile mb at
+// (8 (mb % 4) + e) · 128 + tid, as the other thread tid stored it).
+__device__ __forceinline__ void h16_merge_take(float (&m)[4], float (&L)[4], float (&ot)[8][8], const float* m1s, const float* l1s, const float* ot_lo,
+                                               const float* ot_hi, int tid, int lane) {
+  float f0[4], f1[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int c = h16_col(lane, j);
+    const float m1 = m1s[c], M = fmaxf(m[j], m1);
+    f0[j] = ptx::exp2_approx(m[j] - M), f1[j] = ptx::exp2_approx(m1 - M);
+    L[j] = L[j] * f0[j] + l1s[c] * f1[j];
+    m[j] = M;
+  }
+#pragma unroll
+  for (int mb = 0; mb < 8; ++mb) {
+    const float* src = mb < 4 ? ot_lo + 8 * mb * 128 : ot_hi + 8 * (mb - 4) * 128;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) ot[mb][e] = ot[mb][e] * f0[h16_j(e)] + src[e * 128 + tid] * f1[h16_j(e)];
+  }
+}
+
 template <typename T, bool DUAL = false>
 __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx, int wg = 0) {
   const int tid = threadIdx.x - 128 * wg, warp = tid / 32, lane = tid % 32;
@@ -935,37 +997,9 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
       }
       h16_qk<T>(st, k_base, q_req);
       STRACE(it, 2);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) mx[j] = MASKED;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        const int j = h16_j(e);
-        st[e] = sm.valid[stage][h16_row(warp, lane, e)] ? st[e] * p.scale_log2 : MASKED;
-        mx[j] = fmaxf(mx[j], st[e]);
-      }
+      h16_mask(st, mx, sm.valid[stage], p.scale_log2, warp, lane);
       if constexpr (H16_OPT_MAX && !DUAL) {
-        // The lazy max's decision needs no column maxima unless a score rose past it: a thread whose own
-        // scores stay within m + TAU (m is the same in every thread of a column) computes Pᵀ with the m
-        // it has, and the barrier that publishes Pᵀ also ORs every thread's "rose". Only then (a
-        // request's first block, a jump) the full step runs again from the kept scores; the outputs are
-        // the same bits as h16_softmax's either way (the same m, P and order of l's sums).
-        bool rose = false;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) rose |= MLA_SPARSE_LAZY_MAX > 0 ? mx[j] > m[j] + float(MLA_SPARSE_LAZY_MAX) : mx[j] > m[j];
-        float kept[8];
-#pragma unroll
-        for (int e = 0; e < 8; ++e) kept[e] = st[e], st[e] = ptx::exp2_approx(st[e] - m[h16_j(e)]);
-        h16_store_pt<T>(st, pt_base, warp, lane);
-        if (ptx::named_barrier_sync_or(bar, 128, rose)) {
-#pragma unroll
-          for (int e = 0; e < 8; ++e) st[e] = kept[e];
-          h16_softmax<MLA_SPARSE_LAZY_MAX>(st, mx, m, l, ot, red, warp, lane, bar);
-          h16_store_pt<T>(st, pt_base, warp, lane);
-          ptx::named_barrier_sync(bar, 128);
-        } else {
-#pragma unroll
-          for (int e = 0; e < 8; ++e) l[h16_j(e)] += st[e];
-        }
+        h16_vote_softmax(st, mx, m, l, ot, red, warp, lane, bar, [&](const float (&v)[8]) { h16_store_pt<T>(v, pt_base, warp, lane); });
         STRACE(it, 3);
         h16_pv_mma<T>(ot, k_base, pt_base);
       } else {
@@ -999,19 +1033,7 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
       }
       ptx::named_barrier_sync(bar_all, ALL);
       if (wg == 1) continue;
-      float f0[4], f1[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int c = h16_col(lane, j);
-        const float m1 = sm.m[c], M = fmaxf(m[j], m1);
-        f0[j] = ptx::exp2_approx(m[j] - M), f1[j] = ptx::exp2_approx(m1 - M);
-        L[j] = L[j] * f0[j] + sm.m[H16_ROWS + c] * f1[j];
-        m[j] = M;
-      }
-#pragma unroll
-      for (int mb = 0; mb < 8; ++mb)
-#pragma unroll
-        for (int e = 0; e < 8; ++e) ot[mb][e] = ot[mb][e] * f0[h16_j(e)] + xo[(8 * mb + e) * 128 + tid] * f1[h16_j(e)];
+      h16_merge_take(m, L, ot, sm.m, sm.m + H16_ROWS, xo, xo + 32 * 128, tid, lane);
     }
     // The rows' destinations as store_rows computes them (a helper for those, shared with store_rows,
     // changed the shipped v2 and v3 kernels' SASS; left for a session that can re-time them).
@@ -1340,7 +1362,7 @@ static_assert(H16X_QK_DEPTH >= 1 && H16X_QK_DEPTH <= 4 && H16X_PV_DEPTH >= 1 && 
 #ifndef MLA_SPARSE_H16X_CONSUMER_REGS
 #define MLA_SPARSE_H16X_CONSUMER_REGS 224
 #endif
-constexpr int CONSUMER_REGS = MLA_SPARSE_H16X_CONSUMER_REGS, PRODUCER_REGS = (512 - 2 * CONSUMER_REGS) / 2;
+constexpr int CONSUMER_REGS = MLA_SPARSE_H16X_CONSUMER_REGS, PRODUCER_REGS = (4 * LAUNCH_REGS_V3 - 2 * CONSUMER_REGS) / 2;
 static_assert(2 * CONSUMER_REGS + 2 * PRODUCER_REGS <= 4 * LAUNCH_REGS_V3, "setmaxnreg within the CTA's registers");
 enum : uint32_t { BAR_ALL = 1, BAR_WG0 = 2 };  // BAR_WG0 + wg: one consumer warpgroup
 constexpr int Q_TILES = D_QK / 64;             // 8 f16 tiles (NoPE, permuted) + 1 bf16 tile (RoPE, permuted)
@@ -1698,32 +1720,8 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
       float4 sc[2];
       qk<H16X_FINE>(st, sc, sb, q_base, warp, lane, qx);
       STRACE(it, 2);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) mx[j] = MASKED;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        const int j = h16_j(e);
-        st[e] = sm.valid[stage][h16_row(warp, lane, e)] ? st[e] * p.scale_log2 : MASKED;
-        mx[j] = fmaxf(mx[j], st[e]);
-      }
-      // The lazy max decided by a vote, as consumer_h16 does.
-      bool rose = false;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) rose |= MLA_SPARSE_LAZY_MAX > 0 ? mx[j] > m[j] + float(MLA_SPARSE_LAZY_MAX) : mx[j] > m[j];
-      float kept[8];
-#pragma unroll
-      for (int e = 0; e < 8; ++e) kept[e] = st[e], st[e] = ptx::exp2_approx(st[e] - m[h16_j(e)]);
-      store_pt(st, sc);
-      if (ptx::named_barrier_sync_or(bar, 128, rose)) {
-#pragma unroll
-        for (int e = 0; e < 8; ++e) st[e] = kept[e];
-        h16_softmax<MLA_SPARSE_LAZY_MAX>(st, mx, m, l, ot, red, warp, lane, bar);
-        store_pt(st, sc);
-        ptx::named_barrier_sync(bar, 128);
-      } else {
-#pragma unroll
-        for (int e = 0; e < 8; ++e) l[h16_j(e)] += st[e];
-      }
+      h16_mask(st, mx, sm.valid[stage], p.scale_log2, warp, lane);
+      h16_vote_softmax(st, mx, m, l, ot, red, warp, lane, bar, [&](const float (&v)[8]) { store_pt(v, sc); });
       STRACE(it, 3);
       pv(ot, sb, pt_base, warp, lane);
       STRACE(it, 7);
@@ -1757,21 +1755,7 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
       ptx::named_barrier_sync(BAR_ALL, 256);
     }
     if (wg == 1) continue;
-    float f0[4], f1[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int c = h16_col(lane, j);
-      const float m1 = sm.merge_ml[0][c], M = fmaxf(m[j], m1);
-      f0[j] = ptx::exp2_approx(m[j] - M), f1[j] = ptx::exp2_approx(m1 - M);
-      L[j] = L[j] * f0[j] + sm.merge_ml[1][c] * f1[j];
-      m[j] = M;
-    }
-#pragma unroll
-    for (int mb = 0; mb < 8; ++mb) {
-      const float* src = mb < 4 ? sm.merge_ot + 8 * mb * 128 : merge_hi + 8 * (mb - 4) * 128;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) ot[mb][e] = ot[mb][e] * f0[h16_j(e)] + src[e * 128 + tid] * f1[h16_j(e)];
-    }
+    h16_merge_take(m, L, ot, sm.merge_ml[0], sm.merge_ml[1], sm.merge_ot, merge_hi, tid, lane);
     const int slot = p.num_splits[req] + (req == meta.begin_req_idx ? meta.begin_split_idx : 0);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
