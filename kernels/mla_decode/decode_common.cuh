@@ -214,9 +214,11 @@ __device__ __forceinline__ void store_p_words(uint8_t* tile, const uint32_t (&a)
 #ifndef MLA_DESC_ADD
 #define MLA_DESC_ADD 1
 #endif
-// The SW128 descriptor (leading byte offset `lbo`) of base + off.
+// The SW128 descriptor (leading byte offset `lbo`) of base + off; ADD picks the form per call site where
+// a kernel measured the other one faster (the sparse h16 consumer, sparse_decode_sm90.cu).
+template <bool ADD = (MLA_DESC_ADD != 0)>
 __device__ __forceinline__ uint64_t sw128_at(uint32_t base, uint32_t off, uint32_t lbo) {
-  return MLA_DESC_ADD ? ptx::desc_advance(ptx::smem_desc_sw128(base, lbo, 1024), off) : ptx::smem_desc_sw128(base + off, lbo, 1024);
+  return ADD ? ptx::desc_advance(ptx::smem_desc_sw128(base, lbo, 1024), off) : ptx::smem_desc_sw128(base + off, lbo, 1024);
 }
 
 template <typename T>
@@ -277,7 +279,7 @@ __device__ __forceinline__ void h16_init(float (&ot)[8][8], float (&m)[4], float
 }
 
 // Sᵀ = K·Qᵀ for the 64 tokens of the block at k_base, waited for.
-template <typename T>
+template <typename T, bool ADD = (MLA_DESC_ADD != 0)>
 __device__ __forceinline__ void h16_qk(float (&st)[8], uint32_t k_base, uint32_t q_base) {
 #pragma unroll
   for (int e = 0; e < 8; ++e) st[e] = 0.0f;
@@ -286,8 +288,8 @@ __device__ __forceinline__ void h16_qk(float (&st)[8], uint32_t k_base, uint32_t
   for (int t = 0; t < NUM_TILES; ++t)
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
-      ptx::wgmma_m64n16k16_ss<T, 0>(st, sw128_at(k_base, t * TILE_BYTES + kk * 32, 16),
-                                    sw128_at(q_base, t * H16_TILE + kk * 32, 16), t != 0 || kk != 0);
+      ptx::wgmma_m64n16k16_ss<T, 0>(st, sw128_at<ADD>(k_base, t * TILE_BYTES + kk * 32, 16),
+                                    sw128_at<ADD>(q_base, t * H16_TILE + kk * 32, 16), t != 0 || kk != 0);
   ptx::wgmma_commit();
   ptx::wgmma_wait<0>();
   ptx::fence_regs(st);
@@ -353,15 +355,15 @@ __device__ __forceinline__ void h16_store_pt(const float (&st)[8], uint32_t pt_b
 }
 
 // Oᵀ += Vᵀ·Pᵀ (V: the block's tiles 0-7 read transposed, Pᵀ stored by every warp), waited for.
-template <typename T>
+template <typename T, bool ADD = (MLA_DESC_ADD != 0)>
 __device__ __forceinline__ void h16_pv_mma(float (&ot)[8][8], uint32_t k_base, uint32_t pt_base) {
   ptx::wgmma_fence();
 #pragma unroll
   for (int mb = 0; mb < 8; ++mb)
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
-      ptx::wgmma_m64n16k16_ss<T, 1>(ot[mb], sw128_at(k_base, mb * TILE_BYTES + kk * 2048, TILE_BYTES),
-                                    sw128_at(pt_base, kk * 32, 16), 1);
+      ptx::wgmma_m64n16k16_ss<T, 1>(ot[mb], sw128_at<ADD>(k_base, mb * TILE_BYTES + kk * 2048, TILE_BYTES),
+                                    sw128_at<ADD>(pt_base, kk * 32, 16), 1);
   ptx::wgmma_commit();
   ptx::wgmma_wait<0>();
 #pragma unroll
@@ -369,11 +371,11 @@ __device__ __forceinline__ void h16_pv_mma(float (&ot)[8][8], uint32_t k_base, u
 }
 
 // Pᵀ stored, then Oᵀ += Vᵀ·Pᵀ once every warp stored its part (named barrier `bar`).
-template <typename T>
+template <typename T, bool ADD = (MLA_DESC_ADD != 0)>
 __device__ __forceinline__ void h16_pv(float (&ot)[8][8], const float (&st)[8], uint32_t k_base, uint32_t pt_base, int warp, int lane, uint32_t bar) {
   h16_store_pt<T>(st, pt_base, warp, lane);
   ptx::named_barrier_sync(bar, 128);
-  h16_pv_mma<T>(ot, k_base, pt_base);
+  h16_pv_mma<T, ADD>(ot, k_base, pt_base);
 }
 
 }  // namespace mla

@@ -860,6 +860,13 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
 #define MLA_SPARSE_H16_OPT_MAX 1
 #endif
 constexpr bool H16_OPT_MAX = MLA_SPARSE_H16_OPT_MAX != 0;
+// The h16 consumer's wgmma descriptors built from each part's address (MLA_DESC_ADD's earlier form, here
+// the default): its Q·Kᵀ and P·V were slower with base-plus-offset descriptors, unlike every other kernel's.
+// H200, sparse-h16, `--kernel sparse_h16`, one call (`…-exp17b-*`): 152.5 / 152.4 µs against 157.8 / 157.5.
+#ifndef MLA_SPARSE_H16_DESC_ADD
+#define MLA_SPARSE_H16_DESC_ADD 0
+#endif
+constexpr bool H16_DESC_ADD = MLA_SPARSE_H16_DESC_ADD != 0;
 
 // The h16 consumer (h_q <= 16; the API's kernel at 8 and 16 heads since the twelfth session, tested in
 // test/gpu/mla/sparseH16.test.ts): one warpgroup with the tokens as wgmma's M and the heads as N (decode_common.cuh, h16_*), as
@@ -995,17 +1002,17 @@ __device__ __forceinline__ void consumer_h16(const SparseParams& p, Smem& sm, co
         if (lane == 0) ptx::mbarrier_arrive(&sm.kempty[stage]);
         continue;
       }
-      h16_qk<T>(st, k_base, q_req);
+      h16_qk<T, H16_DESC_ADD>(st, k_base, q_req);
       STRACE(it, 2);
       h16_mask(st, mx, sm.valid[stage], p.scale_log2, warp, lane);
       if constexpr (H16_OPT_MAX && !DUAL) {
         h16_vote_softmax(st, mx, m, l, ot, red, warp, lane, bar, [&](const float (&v)[8]) { h16_store_pt<T>(v, pt_base, warp, lane); });
         STRACE(it, 3);
-        h16_pv_mma<T>(ot, k_base, pt_base);
+        h16_pv_mma<T, H16_DESC_ADD>(ot, k_base, pt_base);
       } else {
         h16_softmax<MLA_SPARSE_LAZY_MAX>(st, mx, m, l, ot, red, warp, lane, bar);
         STRACE(it, 3);
-        h16_pv<T>(ot, st, k_base, pt_base, warp, lane, bar);
+        h16_pv<T, H16_DESC_ADD>(ot, st, k_base, pt_base, warp, lane, bar);
       }
       STRACE(it, 7);
       // sm.p and red are the next block's. Lane 0 releases the buffer after the barrier, which orders every
