@@ -862,7 +862,9 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
 constexpr bool H16_OPT_MAX = MLA_SPARSE_H16_OPT_MAX != 0;
 // The h16 consumer's wgmma descriptors built from each part's address (MLA_DESC_ADD's earlier form, here
 // the default): its Q·Kᵀ and P·V were slower with base-plus-offset descriptors, unlike every other kernel's.
-// H200, sparse-h16, `--kernel sparse_h16`, one call (`…-exp17b-*`): 152.5 / 152.4 µs against 157.8 / 157.5.
+// H200, sparse-h16, `--kernel sparse_h16` (`…-exp17c-*`, one call, two rounds): 155.0 / 155.1 µs against
+// 158.4 / 158.3 with base plus offset; a build with the address form in every kernel (-DMLA_DESC_ADD=0)
+// 152.4 / 153.4 (its h16 SASS differs from this one in scheduling only: the same helpers, 128 bytes longer).
 #ifndef MLA_SPARSE_H16_DESC_ADD
 #define MLA_SPARSE_H16_DESC_ADD 0
 #endif
