@@ -1351,6 +1351,15 @@ constexpr bool H16X_NOWALK = MLA_SPARSE_H16X_NOWALK != 0;
 #define MLA_SPARSE_H16X_LSU 0
 #endif
 constexpr int H16X_LSU = MLA_SPARSE_H16X_LSU;
+// MLA_SPARSE_H16X_QNEXT (a timing switch, default 0): at a request's switch WG1 loads and converts the
+// next request's Q (all 16 heads, two parts a thread, one after the other: with both parts' loads in
+// flight ptxas spilled 80-264 bytes) while WG0 merges and stores the rows, instead of both warpgroups
+// loading it after the store; the switch held ~7,800 cycles with the stages full and the producers
+// waiting (docs/sparse-decode.md §24).
+#ifndef MLA_SPARSE_H16X_QNEXT
+#define MLA_SPARSE_H16X_QNEXT 0
+#endif
+constexpr bool H16X_QNEXT = MLA_SPARSE_H16X_QNEXT != 0;
 static_assert(H16X_LSU >= 0 && H16X_LSU <= 2, "0, 1 or 2 producer warpgroups on cp.async");
 // The stage's full barrier: lanes 0-7 of each bulk-copy warp, every thread of a cp.async warpgroup.
 constexpr int FULL_ARRIVALS = (2 - H16X_LSU) * 32 + H16X_LSU * 128;
@@ -1704,9 +1713,17 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
     const int start_blk = piece_first_block(meta, req);
     const int end_blk = piece_end_block(meta, req, len);
     const bool is_split = piece_is_split(meta, req);
-    ptx::named_barrier_sync(BAR_ALL, 256);  // the previous request is done with sQ and the merge space
-    load_q(p, sm, req, s_idx, threadIdx.x);
-    ptx::fence_proxy_async_smem();
+    if (!H16X_QNEXT || req == meta.begin_req_idx) {
+      ptx::named_barrier_sync(BAR_ALL, 256);  // the previous request is done with sQ and the merge space
+      load_q(p, sm, req, s_idx, threadIdx.x);
+      ptx::fence_proxy_async_smem();
+    } else if (wg == 1) {
+      // QNEXT: both warpgroups are past the previous request's Q·Kᵀ, and WG0's merge does not read sQ.
+#pragma unroll 1
+      for (int t = tid; t < 256; t += 128) load_q(p, sm, req, s_idx, t);
+      ptx::fence_proxy_async_smem();
+    }
+    // (QNEXT: WG1 loaded this request's Q while WG0 merged and stored the previous one.)
     ptx::named_barrier_sync(BAR_ALL, 256);
     float qx[4];
 #pragma unroll
