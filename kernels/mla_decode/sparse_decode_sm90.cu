@@ -1351,16 +1351,6 @@ constexpr bool H16X_NOWALK = MLA_SPARSE_H16X_NOWALK != 0;
 #define MLA_SPARSE_H16X_LSU 0
 #endif
 constexpr int H16X_LSU = MLA_SPARSE_H16X_LSU;
-// MLA_SPARSE_H16X_QSTAGE (a timing switch, default 0): the next request's Q is bulk-copied into shared
-// memory (its NoPE part into merge_ot, free until the merge, its RoPE part into q_rope_stage) when a
-// request starts, and converted into sQ from there at the switch, so the switch no longer waits for Q's
-// global loads behind the gathers. The trace (`…-exp17e-*`): ~9,900 cycles from a request's last block's
-// release to the next request's first block, with the stages full and the producers waiting; WG1 loading
-// the next Q while WG0 merged (QNEXT, removed) saved ~860 of them, 0.4 µs of the call.
-#ifndef MLA_SPARSE_H16X_QSTAGE
-#define MLA_SPARSE_H16X_QSTAGE 0
-#endif
-constexpr bool H16X_QSTAGE = MLA_SPARSE_H16X_QSTAGE != 0;
 static_assert(H16X_LSU >= 0 && H16X_LSU <= 2, "0, 1 or 2 producer warpgroups on cp.async");
 // The stage's full barrier: lanes 0-7 of each bulk-copy warp, every thread of a cp.async warpgroup.
 constexpr int FULL_ARRIVALS = (2 - H16X_LSU) * 32 + H16X_LSU * 128;
@@ -1385,13 +1375,7 @@ constexpr int CONSUMER_REGS = MLA_SPARSE_H16X_CONSUMER_REGS, PRODUCER_REGS = (4 
 static_assert(2 * CONSUMER_REGS + 2 * PRODUCER_REGS <= 4 * LAUNCH_REGS_V3, "setmaxnreg within the CTA's registers");
 enum : uint32_t { BAR_ALL = 1, BAR_WG0 = 2 };  // BAR_WG0 + wg: one consumer warpgroup
 constexpr int Q_TILES = D_QK / 64;             // 8 f16 tiles (NoPE, permuted) + 1 bf16 tile (RoPE, permuted)
-struct NoRopeStage {};
-struct RopeStage {                           // QSTAGE only; 3 KB, so that sQ stays 1024-aligned
-  uint8_t q_rope_stage[H16_ROWS * 64 * 2];  // the next request's RoPE part, bf16 [head][64]
-  uint64_t q_stage_full;                     // its bulk copies (and the NoPE part's into merge_ot) landed
-  uint8_t pad[1024 - 8];
-};
-struct __align__(1024) Smem : cuda::std::conditional_t<H16X_QSTAGE, RopeStage, NoRopeStage> {
+struct __align__(1024) Smem {
   uint8_t raw[STAGES][STAGE_BYTES];  // the blocks' tokens as stored in the cache, 656 bytes each
   uint8_t q[Q_TILES * H16_TILE];     // 1024-aligned: 4 x 41,984 = 164 x 1024
   uint8_t pt[2][PT_TILES][H16_TILE];  // Pᵀ of each consumer warpgroup (PSCALE: one per scale group)
@@ -1432,9 +1416,14 @@ __device__ __forceinline__ uint32_t dq2(uint16_t two, __nv_bfloat162 scale) {
 
 // Q of (req, s_idx) into sm.q by the 256 consumer threads: thread t takes head t / 16, NoPE dims
 // 32 (t % 16) .. + 31 and RoPE dims 4 (t % 16) .. + 3; heads past h_q are zeros.
-// (store_q: thread t's part of head t / 16 as loaded, v its NoPE dims, r its RoPE dims.)
-__device__ __forceinline__ void store_q(Smem& sm, const uint4 (&v)[4], const uint2 r, int t) {
+__device__ __forceinline__ void load_q(const SparseParams& p, Smem& sm, int req, int s_idx, int t) {
   const int head = t / 16, part = t % 16;
+  const bool in = head < p.h_q;
+  const uint16_t* src = static_cast<const uint16_t*>(p.q) + (in ? req * p.q_batch_stride + s_idx * p.q_token_stride + head * p.q_head_stride : 0);
+  uint4 v[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) v[i] = in ? *reinterpret_cast<const uint4*>(src + 32 * part + 8 * i) : make_uint4(0, 0, 0, 0);
+  const uint2 r = in ? *reinterpret_cast<const uint2*>(src + D_V + 4 * part) : make_uint2(0, 0);
   float amax = 0.0f;
 #pragma unroll
   for (int i = 0; i < 16; ++i) {
@@ -1461,52 +1450,6 @@ __device__ __forceinline__ void store_q(Smem& sm, const uint4 (&v)[4], const uin
     const uint32_t w = i < 2 ? r.x : r.y;
     const int c = rope_col(4 * part + i);
     *reinterpret_cast<uint16_t*>(sm.q + 8 * H16_TILE + sw128(head, c / 8) + 2 * (c % 8)) = static_cast<uint16_t>((i & 1) ? w >> 16 : w);
-  }
-}
-__device__ __forceinline__ void load_q(const SparseParams& p, Smem& sm, int req, int s_idx, int t) {
-  const int head = t / 16, part = t % 16;
-  const bool in = head < p.h_q;
-  const uint16_t* src = static_cast<const uint16_t*>(p.q) + (in ? req * p.q_batch_stride + s_idx * p.q_token_stride + head * p.q_head_stride : 0);
-  uint4 v[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) v[i] = in ? *reinterpret_cast<const uint4*>(src + 32 * part + 8 * i) : make_uint4(0, 0, 0, 0);
-  const uint2 r = in ? *reinterpret_cast<const uint2*>(src + D_V + 4 * part) : make_uint2(0, 0);
-  store_q(sm, v, r, t);
-}
-// QSTAGE: request req's Q bulk-copied by one thread into the staging areas, a head's 1,024 NoPE bytes
-// into merge_ot and its 128 RoPE bytes into q_rope_stage (heads past h_q are not copied; load_q_staged
-// reads them as zeros), completing q_stage_full. (16-byte cp.async copies by 128 threads, the first form,
-// made ptxas spill 8-72 bytes: their address arithmetic stayed live across the request.)
-template <typename S>
-__device__ __forceinline__ void stage_q(const SparseParams& p, S& sm, int req, int s_idx) {
-  if constexpr (H16X_QSTAGE) {
-    const uint16_t* q = static_cast<const uint16_t*>(p.q) + req * p.q_batch_stride + s_idx * p.q_token_stride;
-    const int heads = min(p.h_q, H16_ROWS);
-    ptx::fence_proxy_async_smem();  // merge_ot was last read and written by the generic proxy (the merge)
-    ptx::mbarrier_arrive_expect_tx(&sm.q_stage_full, heads * (D_V + 64) * 2);
-#pragma unroll 1
-    for (int h = 0; h < heads; ++h) {
-      ptx::bulk_copy_global_to_smem(ptx::smem_addr(sm.merge_ot) + h * 1024, q + h * p.q_head_stride, 1024, &sm.q_stage_full);
-      ptx::bulk_copy_global_to_smem(ptx::smem_addr(sm.q_rope_stage) + h * 128, q + h * p.q_head_stride + D_V, 128, &sm.q_stage_full);
-    }
-  }
-}
-// (Templates, so that a build without QSTAGE, whose Smem has no q_stage_full, compiles them out.)
-template <typename S>
-__device__ __forceinline__ void q_stage_init(S& sm) { ptx::mbarrier_init(&sm.q_stage_full, 1); }
-template <typename S>
-__device__ __forceinline__ void q_stage_wait(S& sm, uint32_t parity) { ptx::mbarrier_wait(&sm.q_stage_full, parity); }
-template <typename S>
-__device__ __forceinline__ void load_q_staged(const SparseParams& p, S& sm, int t) {
-  if constexpr (H16X_QSTAGE) {
-    const int head = t / 16, part = t % 16;
-    const bool in = head < p.h_q;
-    const uint8_t* nope = reinterpret_cast<const uint8_t*>(sm.merge_ot) + head * 1024 + part * 64;
-    uint4 v[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) v[i] = in ? reinterpret_cast<const uint4*>(nope)[i] : make_uint4(0, 0, 0, 0);
-    const uint2 r = in ? *reinterpret_cast<const uint2*>(sm.q_rope_stage + head * 128 + part * 8) : make_uint2(0, 0);
-    store_q(sm, v, r, t);
   }
 }
 
@@ -1761,15 +1704,10 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
     const int start_blk = piece_first_block(meta, req);
     const int end_blk = piece_end_block(meta, req, len);
     const bool is_split = piece_is_split(meta, req);
-    if (!H16X_QSTAGE || req == meta.begin_req_idx) {
-      ptx::named_barrier_sync(BAR_ALL, 256);  // the previous request is done with sQ and the merge space
-      load_q(p, sm, req, s_idx, threadIdx.x);
-      ptx::fence_proxy_async_smem();
-    }
-    // (QSTAGE: after the first request, sQ was filled from the staging areas at the previous switch.)
+    ptx::named_barrier_sync(BAR_ALL, 256);  // the previous request is done with sQ and the merge space
+    load_q(p, sm, req, s_idx, threadIdx.x);
+    ptx::fence_proxy_async_smem();
     ptx::named_barrier_sync(BAR_ALL, 256);
-    // QSTAGE: the next request's Q on its way into merge_ot, which WG0's merge has finished reading.
-    if (H16X_QSTAGE && wg == 1 && tid == 0 && req < meta.end_req_idx) stage_q(p, sm, req + 1, s_idx);
     float qx[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) qx[j] = sm.qexp[h16_col(lane, j)];
@@ -1802,15 +1740,6 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
     }
     float L[4] = {l[0], l[1], l[2], l[3]};
     h16_col_reduce(L, red, warp, lane, bar, [](float a, float b) { return a + b; });
-    if (H16X_QSTAGE && req < meta.end_req_idx) {
-      // Both warpgroups are past this request's Q·Kᵀ: the next Q from the staging areas into sQ, before
-      // WG1's Oᵀ takes merge_ot.
-      if constexpr (H16X_QSTAGE) q_stage_wait(sm, (req - meta.begin_req_idx) & 1);
-      ptx::named_barrier_sync(BAR_ALL, 256);
-      load_q_staged(p, sm, threadIdx.x);
-      ptx::fence_proxy_async_smem();
-      ptx::named_barrier_sync(BAR_ALL, 256);
-    }
     if (wg == 1) {
       if (warp == 0 && lane < 4) {
 #pragma unroll
@@ -1878,7 +1807,6 @@ __device__ __forceinline__ void kernel(const SparseParams& p) {
       ptx::mbarrier_init(&sm.full[s], FULL_ARRIVALS);
       ptx::mbarrier_init(&sm.empty[s], 4);
     }
-    if constexpr (H16X_QSTAGE) q_stage_init(sm);
     ptx::fence_mbarrier_init();
   }
   __syncthreads();
