@@ -28,7 +28,6 @@ builds=(
   "sparse_decode_sm90.cu -DMLA_ABLATE_SPARSE_PRODUCER -DMLA_TRACE=64"
   "sparse_decode_sm90.cu -DMLA_SPARSE_H16X_LSU=1 -DMLA_SPARSE_H16X_CONSUMER_REGS=232 -DMLA_SPARSE_H16X_QK_DEPTH=3"
   "sparse_decode_sm90.cu -DMLA_SPARSE_H16X_LSU=2 -DMLA_DESC_ADD=0 -DMLA_CVT_HI=1"
-  "sparse_decode_sm90.cu -DMLA_SPARSE_H16X_QSTAGE=1 -DMLA_SPARSE_H16_DESC_ADD=1 -DMLA_TRACE=64"
 )
 pids=()
 for i in "${!builds[@]}"; do
