@@ -1342,18 +1342,23 @@ constexpr bool H16X_FINE = MLA_SPARSE_H16X_FINE != 0;
 #define MLA_SPARSE_H16X_NOWALK 1
 #endif
 constexpr bool H16X_NOWALK = MLA_SPARSE_H16X_NOWALK != 0;
-// MLA_SPARSE_H16X_LSU (a timing switch, default 0): how many producer warpgroups, from the last, gather
-// their tokens with 16-byte cp.async (4 lanes a token, invalid tokens zero-filled by the copy itself)
-// instead of one bulk copy a token: the bulk copies take uniform operands, so a warp issues its lanes'
-// one by one (the ncu profile, docs/sparse-decode.md §25), and the cp.async path goes through the LSU
-// beside the bulk-copy engine.
-#ifndef MLA_SPARSE_H16X_LSU
-#define MLA_SPARSE_H16X_LSU 0
+// MLA_SPARSE_H16X_LSU_TOKENS=L (a timing switch, default 0): the second producer warpgroup's warps copy L
+// tokens each with 16-byte cp.async, a whole warp a token (two instructions: 512 contiguous bytes, then
+// 144; a token without a slot is zero-filled by the copy itself), and the first warpgroup's bulk-copy
+// warps take 16 - L tokens each (lanes 0 .. 15 - L). The trace shows each bulk-copy warp ~1,600 cycles a
+// block issuing its 8 copies, and every bulk-copy form measured comes to ~38-44 cycles a token per SM (the
+// gather probe's best 92.7-95.8 µs, the producers alone 102-106): if the SM's bulk-copy issue, not the
+// memory, sets that rate, moving some of the tokens to the LSU shortens the block. (The first form, four
+// lanes a token on one or both warpgroups, `…-exp17a-*`: 139 / 164 µs against 110; removed.)
+#ifndef MLA_SPARSE_H16X_LSU_TOKENS
+#define MLA_SPARSE_H16X_LSU_TOKENS 0
 #endif
-constexpr int H16X_LSU = MLA_SPARSE_H16X_LSU;
-static_assert(H16X_LSU >= 0 && H16X_LSU <= 2, "0, 1 or 2 producer warpgroups on cp.async");
-// The stage's full barrier: lanes 0-7 of each bulk-copy warp, every thread of a cp.async warpgroup.
-constexpr int FULL_ARRIVALS = (2 - H16X_LSU) * 32 + H16X_LSU * 128;
+constexpr int LSU_TOKENS = MLA_SPARSE_H16X_LSU_TOKENS;
+static_assert(LSU_TOKENS >= 0 && LSU_TOKENS < 16, "the bulk-copy warps keep at least one token");
+// Tokens per bulk-copy warp: 8 on all eight warps, or 16 - L on the first warpgroup's four.
+constexpr int BULK_TOKENS = LSU_TOKENS == 0 ? 8 : 16 - LSU_TOKENS;
+// The stage's full barrier: each bulk-copy lane, and each thread of the cp.async warpgroup.
+constexpr int FULL_ARRIVALS = LSU_TOKENS == 0 ? 64 : 4 * BULK_TOKENS + 128;
 constexpr int H16X_QK_DEPTH = MLA_SPARSE_H16X_QK_DEPTH, H16X_PV_DEPTH = MLA_SPARSE_H16X_PV_DEPTH;
 // MLA_SPARSE_H16X_PSCALE=1: P·V takes V's e4m3 codes as bf16 by moving bits (the value times 2^-120, no
 // conversion instruction) and the scales go into Pᵀ instead, one Pᵀ tile per scale group; 0: V converted
@@ -1384,7 +1389,7 @@ struct __align__(1024) Smem {
   float merge_ml[2][H16_ROWS];       // WG1's m and L
   float qexp[H16_ROWS];              // 2^k of each head
   uint8_t valid[STAGES][64];
-  uint64_t full[STAGES];             // FULL_ARRIVALS: lanes 0-7 of each bulk-copy warp (lane 0 with the valid tokens' bytes), each cp.async thread
+  uint64_t full[STAGES];             // FULL_ARRIVALS: each bulk-copy lane (lane 0 with its warp's valid tokens' bytes), each cp.async thread
   uint64_t empty[STAGES];            // the consuming warpgroup's 4 warps arrive
 };
 constexpr int SMEM_BYTES = sizeof(Smem) + 1024;
@@ -1620,12 +1625,16 @@ __device__ __forceinline__ void pv(float (&ot)[8][8], const uint8_t* stage, uint
 // The 8 producer warps: warp pw's lanes 0-7 bulk-copy tokens 8pw .. 8pw + 7 of each block (a token
 // without a slot: its row zeroed, so V holds no stale NaN, and its flag cleared); each of them arrives on
 // the stage's full barrier, lane 0 expecting the warp's valid tokens' bytes. Indices two blocks ahead.
-// (MLA_SPARSE_H16X_LSU: the last warpgroup(s) copy with cp.async instead, 4 lanes a token, see above.)
+// (MLA_SPARSE_H16X_LSU_TOKENS: the second warpgroup copies with cp.async instead, a warp a token, see above.)
 __device__ __forceinline__ void producer(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx, int pidx) {
   constexpr uint32_t FULL = 0xFFFFFFFFu;
   const int t = threadIdx.x - 256 - 128 * pidx, lane = t % 32, pw = 4 * pidx + t / 32;
-  const bool lsu = H16X_LSU > 0 && pidx >= 2 - H16X_LSU;  // warpgroup-uniform
-  const int my_token = 8 * pw + (lsu ? lane / 4 : lane & 7);
+  const bool lsu = LSU_TOKENS > 0 && pidx == 1;  // warpgroup-uniform
+  // The token whose index this lane loads: lane l of a bulk-copy warp copies token `my_token` itself; lane
+  // k < L of a cp.async warp holds the slot of the warp's k-th token, which the whole warp copies.
+  const int my_token = LSU_TOKENS == 0 ? 8 * pw + (lane & 7)
+                       : lsu             ? 4 * BULK_TOKENS + (pw - 4) * LSU_TOKENS + (lane < LSU_TOKENS ? lane : 0)
+                                         : BULK_TOKENS * pw + (lane < BULK_TOKENS ? lane : 0);
   // NOWALK: the loop runs while the cursor has a block instead of over a count walked first, whose
   // dependent loads of the requests' lengths came before the first copy.
   const int n_blocks = H16X_NOWALK ? 0 : walk_blocks(p, meta);
@@ -1644,21 +1653,23 @@ __device__ __forceinline__ void producer(const SparseParams& p, Smem& sm, const 
     ptx::mbarrier_wait(&sm.empty[stage], ((it / STAGES) & 1) ^ 1);
     if (pidx == 0) STRACE(it, 14);
     // The ablation (MLA_ABLATE_SPARSE_PRODUCER, wrong outputs) copies and clears nothing: the consumers' rate.
-    const bool mine = lane < 8, valid = slot_cur >= 0, copy = valid && !ABLATE_PRODUCER;
+    const bool mine = lane < BULK_TOKENS, valid = slot_cur >= 0, copy = valid && !ABLATE_PRODUCER;
     uint8_t* row = sm.raw[stage] + my_token * TOKEN_BYTES;
     if (lsu) {
-      // Lane l copies 16-byte chunks l % 4, l % 4 + 4, ... of its token (a warp instruction: 8 tokens'
-      // 64 contiguous bytes); a token without a slot gets zeros from the copy itself (no source bytes).
-      const uint8_t* src = copy ? token_ptr(p, slot_cur) : p.kv;
-      const uint32_t dst = ptx::smem_addr(row);
-      if (!ABLATE_PRODUCER) {
-#pragma unroll
-        for (int k = 0; k < (TOKEN_BYTES / 16 + 3) / 4; ++k) {
-          const int c = (lane & 3) + 4 * k;
-          if (c < TOKEN_BYTES / 16) ptx::cp_async_16(dst + 16 * c, src + 16 * c, copy ? 16u : 0u);
+      // Token k of the warp: lane l copies its 16-byte chunks l and 32 + l (l < 9); a token without a slot
+      // gets zeros from the copies themselves (no source bytes). Lane k writes the token's flag.
+#pragma unroll 1
+      for (int k = 0; k < LSU_TOKENS; ++k) {
+        const int slot = __shfl_sync(FULL, slot_cur, k), token = my_token - (lane < LSU_TOKENS ? lane : 0) + k;
+        const bool ok = slot >= 0 && !ABLATE_PRODUCER;
+        const uint8_t* src = ok ? token_ptr(p, slot) : p.kv;
+        const uint32_t dst = ptx::smem_addr(sm.raw[stage] + token * TOKEN_BYTES);
+        if (!ABLATE_PRODUCER) {
+          ptx::cp_async_16(dst + 16 * lane, src + 16 * lane, ok ? 16u : 0u);
+          if (lane < TOKEN_BYTES / 16 - 32) ptx::cp_async_16(dst + 16 * (32 + lane), src + 16 * (32 + lane), ok ? 16u : 0u);
         }
       }
-      if ((lane & 3) == 0) sm.valid[stage][my_token] = valid ? 1 : 0;
+      if (lane < LSU_TOKENS) sm.valid[stage][my_token] = valid ? 1 : 0;
       ptx::cp_async_mbarrier_arrive(&sm.full[stage]);
       ptx::mbarrier_arrive(&sm.full[stage]);  // this thread's arrival, a release of its flag
     } else {
