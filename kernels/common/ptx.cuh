@@ -546,13 +546,6 @@ __device__ __forceinline__ uint32_t cvt_f16x2_e4m3x2(uint16_t two) {
   return r;
 }
 
-// The same conversion of the upper two codes of a word (bytes 2, 3), the word split into its 16-bit
-// halves in PTX so that ptxas can select the half in the instruction instead of shifting it down first.
-__device__ __forceinline__ uint32_t cvt_f16x2_e4m3x2_hi(uint32_t w) {
-  uint32_t r;
-  asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %1;\ncvt.rn.f16x2.e4m3x2 %0, hi;\n}" : "=r"(r) : "r"(w));
-  return r;
-}
 
 // prmt.b32: result byte i = byte (sel >> 4i) & 7 of {b, a} (a: bytes 0-3, b: bytes 4-7), or, where bit 3
 // of that selector nibble is set, that byte's sign bit replicated (0x00 or 0xFF).
@@ -566,13 +559,6 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
 // `src_bytes` 0 writes zeros and reads nothing (src must still be a valid address form).
 __device__ __forceinline__ void cp_async_16(uint32_t smem_dst, const void* src, uint32_t src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_dst), "l"(src), "r"(src_bytes) : "memory");
-}
-
-// cp.async.mbarrier.arrive (without .noinc): raises the barrier's pending count by one now and arrives
-// once every cp.async this thread issued before it has landed, so the thread's own arrival (counted in
-// the barrier's init) cannot complete the phase before its copies do.
-__device__ __forceinline__ void cp_async_mbarrier_arrive(uint64_t* bar) {
-  asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];" ::"r"(smem_addr(bar)) : "memory");
 }
 
 // cp.async.commit_group: closes this thread's cp.async issued so far into a group.

@@ -113,26 +113,13 @@ __device__ __forceinline__ int request_length(const SparseParams& p, int req) {
   return max(0, min(p.lengths[req], p.topk));
 }
 
-// MLA_CVT_HI (a timing switch, default 0): a word's upper two e4m3 codes converted from the word's upper
-// half directly (ptx::cvt_f16x2_e4m3x2_hi), not after a shift into a 16-bit register; ptxas then reads the
-// half with the conversion's operand selector. 1: in h16x's Q·Kᵀ (its code 64 instructions shorter, one
-// per upper pair of a block); 2: also in the producers' dequant4 (the v2 kernels then spill 4 and 44
-// bytes). The same values; not yet timed or run on a GPU.
-#ifndef MLA_CVT_HI
-#define MLA_CVT_HI 0
-#endif
-template <int FROM>
-__device__ __forceinline__ uint32_t cvt_hi_pair(uint32_t w) {
-  return MLA_CVT_HI >= FROM ? ptx::cvt_f16x2_e4m3x2_hi(w) : ptx::cvt_f16x2_e4m3x2(static_cast<uint16_t>(w >> 16));
-}
-
 // Four e4m3 bytes -> two bf16x2 words, times the tile's bf16 scale, through the conversion units
 // (e4m3x2 -> f16x2 -> f32 -> bf16x2). An exact integer path (bytes moved into bf16 bit positions, then
 // x 2^120 x scale) measured slower on the H200 (1041 vs 803 µs at sparse-v32): the conversions are not
 // the bottleneck (docs/sparse-decode.md §11).
 __device__ __forceinline__ void dequant4(uint32_t w, __nv_bfloat162 scale, uint32_t& lo, uint32_t& hi) {
   const uint32_t h01 = ptx::cvt_f16x2_e4m3x2(static_cast<uint16_t>(w & 0xFFFFu));
-  const uint32_t h23 = cvt_hi_pair<2>(w);
+  const uint32_t h23 = ptx::cvt_f16x2_e4m3x2(static_cast<uint16_t>(w >> 16));
   const float2 f01 = __half22float2(*reinterpret_cast<const __half2*>(&h01));
   const float2 f23 = __half22float2(*reinterpret_cast<const __half2*>(&h23));
   __nv_bfloat162 b01 = __hmul2(__floats2bfloat162_rn(f01.x, f01.y), scale);
@@ -1342,23 +1329,9 @@ constexpr bool H16X_FINE = MLA_SPARSE_H16X_FINE != 0;
 #define MLA_SPARSE_H16X_NOWALK 1
 #endif
 constexpr bool H16X_NOWALK = MLA_SPARSE_H16X_NOWALK != 0;
-// MLA_SPARSE_H16X_LSU_TOKENS=L (a timing switch, default 0): the second producer warpgroup's warps copy L
-// tokens each with 16-byte cp.async, a whole warp a token (two instructions: 512 contiguous bytes, then
-// 144; a token without a slot is zero-filled by the copy itself), and the first warpgroup's bulk-copy
-// warps take 16 - L tokens each (lanes 0 .. 15 - L). The trace shows each bulk-copy warp ~1,600 cycles a
-// block issuing its 8 copies, and every bulk-copy form measured comes to ~38-44 cycles a token per SM (the
-// gather probe's best 92.7-95.8 µs, the producers alone 102-106): if the SM's bulk-copy issue, not the
-// memory, sets that rate, moving some of the tokens to the LSU shortens the block. (The first form, four
-// lanes a token on one or both warpgroups, `…-exp17a-*`: 139 / 164 µs against 110; removed.)
-#ifndef MLA_SPARSE_H16X_LSU_TOKENS
-#define MLA_SPARSE_H16X_LSU_TOKENS 0
-#endif
-constexpr int LSU_TOKENS = MLA_SPARSE_H16X_LSU_TOKENS;
-static_assert(LSU_TOKENS >= 0 && LSU_TOKENS < 16, "the bulk-copy warps keep at least one token");
-// Tokens per bulk-copy warp: 8 on all eight warps, or 16 - L on the first warpgroup's four.
-constexpr int BULK_TOKENS = LSU_TOKENS == 0 ? 8 : 16 - LSU_TOKENS;
-// The stage's full barrier: each bulk-copy lane, and each thread of the cp.async warpgroup.
-constexpr int FULL_ARRIVALS = LSU_TOKENS == 0 ? 64 : 4 * BULK_TOKENS + 128;
+// The stage's full barrier: lanes 0-7 of each of the 8 bulk-copy warps. (Gathering part of the tokens
+// with cp.async instead, four lanes or a whole warp a token, measured slower: docs/sparse-decode.md §26.)
+constexpr int FULL_ARRIVALS = 64;
 constexpr int H16X_QK_DEPTH = MLA_SPARSE_H16X_QK_DEPTH, H16X_PV_DEPTH = MLA_SPARSE_H16X_PV_DEPTH;
 // MLA_SPARSE_H16X_PSCALE=1: P·V takes V's e4m3 codes as bf16 by moving bits (the value times 2^-120, no
 // conversion instruction) and the scales go into Pᵀ instead, one Pᵀ tile per scale group; 0: V converted
@@ -1389,7 +1362,7 @@ struct __align__(1024) Smem {
   float merge_ml[2][H16_ROWS];       // WG1's m and L
   float qexp[H16_ROWS];              // 2^k of each head
   uint8_t valid[STAGES][64];
-  uint64_t full[STAGES];             // FULL_ARRIVALS: each bulk-copy lane (lane 0 with its warp's valid tokens' bytes), each cp.async thread
+  uint64_t full[STAGES];             // FULL_ARRIVALS: lanes 0-7 of each bulk-copy warp (lane 0 with the valid tokens' bytes)
   uint64_t empty[STAGES];            // the consuming warpgroup's 4 warps arrive
 };
 constexpr int SMEM_BYTES = sizeof(Smem) + 1024;
@@ -1408,7 +1381,7 @@ __device__ __forceinline__ int rope_col(int d) {
 }
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 __device__ __forceinline__ uint32_t lo_f16x2(uint32_t w) { return ptx::cvt_f16x2_e4m3x2(static_cast<uint16_t>(w & 0xFFFFu)); }
-__device__ __forceinline__ uint32_t hi_f16x2(uint32_t w) { return cvt_hi_pair<1>(w); }
+__device__ __forceinline__ uint32_t hi_f16x2(uint32_t w) { return ptx::cvt_f16x2_e4m3x2(static_cast<uint16_t>(w >> 16)); }
 // Two e4m3 codes (low byte first) times their tokens' bf16 scales: dequant4's values (f16 -> f32, whose
 // upper halves are the exact bf16 of an e4m3 value, times the scale in bf16).
 __device__ __forceinline__ uint32_t dq2(uint16_t two, __nv_bfloat162 scale) {
@@ -1625,16 +1598,10 @@ __device__ __forceinline__ void pv(float (&ot)[8][8], const uint8_t* stage, uint
 // The 8 producer warps: warp pw's lanes 0-7 bulk-copy tokens 8pw .. 8pw + 7 of each block (a token
 // without a slot: its row zeroed, so V holds no stale NaN, and its flag cleared); each of them arrives on
 // the stage's full barrier, lane 0 expecting the warp's valid tokens' bytes. Indices two blocks ahead.
-// (MLA_SPARSE_H16X_LSU_TOKENS: the second warpgroup copies with cp.async instead, a warp a token, see above.)
 __device__ __forceinline__ void producer(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx, int pidx) {
   constexpr uint32_t FULL = 0xFFFFFFFFu;
   const int t = threadIdx.x - 256 - 128 * pidx, lane = t % 32, pw = 4 * pidx + t / 32;
-  const bool lsu = LSU_TOKENS > 0 && pidx == 1;  // warpgroup-uniform
-  // The token whose index this lane loads: lane l of a bulk-copy warp copies token `my_token` itself; lane
-  // k < L of a cp.async warp holds the slot of the warp's k-th token, which the whole warp copies.
-  const int my_token = LSU_TOKENS == 0 ? 8 * pw + (lane & 7)
-                       : lsu             ? 4 * BULK_TOKENS + (pw - 4) * LSU_TOKENS + (lane < LSU_TOKENS ? lane : 0)
-                                         : BULK_TOKENS * pw + (lane < BULK_TOKENS ? lane : 0);
+  const int my_token = 8 * pw + (lane & 7);
   // NOWALK: the loop runs while the cursor has a block instead of over a count walked first, whose
   // dependent loads of the requests' lengths came before the first copy.
   const int n_blocks = H16X_NOWALK ? 0 : walk_blocks(p, meta);
@@ -1653,40 +1620,21 @@ __device__ __forceinline__ void producer(const SparseParams& p, Smem& sm, const 
     ptx::mbarrier_wait(&sm.empty[stage], ((it / STAGES) & 1) ^ 1);
     if (pidx == 0) STRACE(it, 14);
     // The ablation (MLA_ABLATE_SPARSE_PRODUCER, wrong outputs) copies and clears nothing: the consumers' rate.
-    const bool mine = lane < BULK_TOKENS, valid = slot_cur >= 0, copy = valid && !ABLATE_PRODUCER;
+    const bool mine = lane < 8, valid = slot_cur >= 0, copy = valid && !ABLATE_PRODUCER;
     uint8_t* row = sm.raw[stage] + my_token * TOKEN_BYTES;
-    if (lsu) {
-      // Token k of the warp: lane l copies its 16-byte chunks l and 32 + l (l < 9); a token without a slot
-      // gets zeros from the copies themselves (no source bytes). Lane k writes the token's flag.
+    if (mine && !valid && !ABLATE_PRODUCER) {
 #pragma unroll 1
-      for (int k = 0; k < LSU_TOKENS; ++k) {
-        const int slot = __shfl_sync(FULL, slot_cur, k), token = my_token - (lane < LSU_TOKENS ? lane : 0) + k;
-        const bool ok = slot >= 0 && !ABLATE_PRODUCER;
-        const uint8_t* src = ok ? token_ptr(p, slot) : p.kv;
-        const uint32_t dst = ptx::smem_addr(sm.raw[stage] + token * TOKEN_BYTES);
-        if (!ABLATE_PRODUCER) {
-          ptx::cp_async_16(dst + 16 * lane, src + 16 * lane, ok ? 16u : 0u);
-          if (lane < TOKEN_BYTES / 16 - 32) ptx::cp_async_16(dst + 16 * (32 + lane), src + 16 * (32 + lane), ok ? 16u : 0u);
-        }
-      }
-      if (lane < LSU_TOKENS) sm.valid[stage][my_token] = valid ? 1 : 0;
-      ptx::cp_async_mbarrier_arrive(&sm.full[stage]);
-      ptx::mbarrier_arrive(&sm.full[stage]);  // this thread's arrival, a release of its flag
-    } else {
-      if (mine && !valid && !ABLATE_PRODUCER) {
-#pragma unroll 1
-        for (int c = 0; c < TOKEN_BYTES / 16; ++c) reinterpret_cast<uint4*>(row)[c] = make_uint4(0, 0, 0, 0);
-        ptx::fence_proxy_async_smem();  // before a later bulk copy into the same row
-      }
-      if (mine) sm.valid[stage][my_token] = valid ? 1 : 0;
-      const uint32_t n_valid = __popc(__ballot_sync(FULL, mine && copy));
-      // Each lane that wrote (zeros, its flag) arrives itself, so the release covers its own writes (racecheck
-      // did not take a __syncwarp before lane 0's arrive for that); lane 0's arrival also expects the bytes.
-      if (lane == 0) ptx::mbarrier_arrive_expect_tx(&sm.full[stage], n_valid * TOKEN_BYTES);
-      else if (mine) ptx::mbarrier_arrive(&sm.full[stage]);
-      __syncwarp();
-      if (mine && copy) ptx::bulk_copy_global_to_smem(ptx::smem_addr(row), token_ptr(p, slot_cur), TOKEN_BYTES, &sm.full[stage]);
+      for (int c = 0; c < TOKEN_BYTES / 16; ++c) reinterpret_cast<uint4*>(row)[c] = make_uint4(0, 0, 0, 0);
+      ptx::fence_proxy_async_smem();  // before a later bulk copy into the same row
     }
+    if (mine) sm.valid[stage][my_token] = valid ? 1 : 0;
+    const uint32_t n_valid = __popc(__ballot_sync(FULL, mine && copy));
+    // Each lane that wrote (zeros, its flag) arrives itself, so the release covers its own writes (racecheck
+    // did not take a __syncwarp before lane 0's arrive for that); lane 0's arrival also expects the bytes.
+    if (lane == 0) ptx::mbarrier_arrive_expect_tx(&sm.full[stage], n_valid * TOKEN_BYTES);
+    else if (mine) ptx::mbarrier_arrive(&sm.full[stage]);
+    __syncwarp();
+    if (mine && copy) ptx::bulk_copy_global_to_smem(ptx::smem_addr(row), token_ptr(p, slot_cur), TOKEN_BYTES, &sm.full[stage]);
     if (pidx == 0) STRACE(it, 15);
     slot_cur = slot_nxt;
     slot_nxt = slot_of(p, pending);
