@@ -52,6 +52,8 @@ export const bindings = {
   cuMemsetD32_v2: ["CUresult", ["CUdeviceptr", "unsigned int", "size_t"]],
   cuMemsetD8Async: ["CUresult", ["CUdeviceptr", "unsigned char", "size_t", "CUstream"]],
   cuMemsetD32Async: ["CUresult", ["CUdeviceptr", "unsigned int", "size_t", "CUstream"]],
+  cuMemAllocHost_v2: ["CUresult", ["void **", "size_t"]],
+  cuMemFreeHost: ["CUresult", ["void *"]],
 
   // Stream management
   cuStreamCreate: ["CUresult", ["CUstream *", "unsigned int"]],

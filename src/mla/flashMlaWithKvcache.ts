@@ -189,6 +189,7 @@ function initSchedMeta(meta: MlaSchedMeta, config: MlaSchedConfig, shape: DenseS
     max_valid_len: DENSE_PAGE_BLOCK_SIZE * shape.max_blocks_per_seq,
   });
   k.sched.launch({ grid: 1, block: 32, stream }, [{ kind: "bytes", value: params }]);
+  meta.probeSplits(stream);
   meta.config = config;
 }
 

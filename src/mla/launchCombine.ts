@@ -32,9 +32,12 @@ export interface CombineShape {
  * Enqueues the log-sum-exp merge of the split partials in `meta`'s workspace into out/lse, with
  * programmatic dependent launch after the main kernel; `attnSink` (sparse) scales split rows' out.
  * Grid (ceil(rows_per_kv / rowsPerCta), h_kv, b) of 512-thread CTAs; a CTA of an unsplit request returns
- * at once, so each CTA takes as many rows as still leave two CTAs per SM (combineRowsPerCta).
+ * at once, so each CTA takes as many rows as still leave two CTAs per SM (combineRowsPerCta). Not
+ * launched once the host knows that no request of the step's schedule is split (MlaSchedMeta.knownUnsplit):
+ * its CTAs would all return at once, and the launch alone cost the call 0.8-1.0 µs on the H200.
  */
 export function launchCombine(k: DecodeKernels, meta: MlaSchedMeta, shape: CombineShape, out: Tensor, lse: Tensor, stream: Stream | undefined, attnSink?: Tensor): void {
+  if (meta.knownUnsplit()) return;
   const heads_per_kv = shape.h_q / shape.h_kv;
   const rows_per_kv = shape.s_q * heads_per_kv;
   const rows_per_cta = combineRowsPerCta(shape.b * shape.h_kv * rows_per_kv, Device.get(deviceOrdinalOf(out)).smCount);

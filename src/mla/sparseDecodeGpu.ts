@@ -130,6 +130,7 @@ export function sparseDecodeGpu(args: FlashMlaWithKvcacheArgs, opts: SparseDecod
     // Sparse lengths are clamped to [0, topk] (FlashMLA's topk_length rule), never errors.
     const sched = SchedParamsStruct.pack({ cache_seqlens: lengths, sched_meta: meta.schedMeta!.ptr, num_splits: meta.numSplits!.ptr, seqlens_used: 0n, errors: 0n, b: shape.b, num_sm_parts: parts, max_len: shape.topk, max_valid_len: 0 });
     k.sched.launch({ grid: 1, block: 32, stream }, [{ kind: "bytes", value: sched }]);
+    meta.probeSplits(stream);
     meta.config = shape.config;
   }
 

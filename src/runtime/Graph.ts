@@ -5,6 +5,14 @@ import { driverOn } from "./Device.js";
 import { DisposeOnce } from "./DisposeOnce.js";
 import type { Stream } from "./Stream.js";
 
+/** Captures in progress (Graph.capture), so library code can avoid calls that capture forbids. */
+let capturesInProgress = 0;
+
+/** True while a Graph.capture's function runs (global mode: event queries, host waits would fail). */
+export function graphCaptureInProgress(): boolean {
+  return capturesInProgress > 0;
+}
+
 /**
  * A captured and instantiated CUDA graph: replays a fixed sequence of stream work (copies, memsets,
  * kernel launches with their arguments as captured) with one launch call.
@@ -36,6 +44,7 @@ export class Graph {
     const api = driverOn(stream.deviceOrdinal);
     check(api.cuStreamBeginCapture_v2(stream.handle, CUflags.STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture_v2");
     let failure: { error: unknown } | undefined;
+    capturesInProgress++;
     try {
       const result: unknown = fn();
       if (result !== null && typeof result === "object" && typeof (result as { then?: unknown }).then === "function") {
@@ -43,6 +52,8 @@ export class Graph {
       }
     } catch (error) {
       failure = { error };
+    } finally {
+      capturesInProgress--;
     }
     const graph = new BigUint64Array(1);
     const rcEnd = api.cuStreamEndCapture(stream.handle, graph);

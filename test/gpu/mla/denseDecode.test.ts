@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { DENSE_KERNELS, flashMlaWithKvcache, type DenseKernelName } from "../../../src/mla/flashMlaWithKvcache.js";
-import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
+import { getMlaMetadata, scheduleHasSplits } from "../../../src/mla/MlaSchedMeta.js";
 import { mlaDecodeReference } from "../../../src/mla/mlaDecodeReference.js";
 import { mlaDecodeReferenceGpu } from "../../../src/mla/mlaDecodeReferenceGpu.js";
 import { checkSchedule, computeSchedule } from "../../../src/mla/schedule.js";
@@ -288,6 +288,44 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
             assert.deepEqual(early, late, `${sh.label}, round ${k}: the stream-ordered copy of out differs from the finished out`);
             assert.deepEqual(earlyLse, lateLse, `${sh.label}, round ${k}: the stream-ordered copy of lse differs from the finished lse`);
           }
+        } finally {
+          meta.dispose(); out.dispose(); lse.dispose(); c.dispose();
+        }
+      }
+    } finally {
+      stream.dispose();
+    }
+  });
+
+  test("once the host knows nothing of a step is split the combine is skipped, with the same outputs", () => {
+    // The first call copies the schedule's split counts to page-locked memory without waiting; once it
+    // has landed, later calls of the step leave the combine out where no request has two pieces.
+    const shapes = [
+      { label: "b 128, h_q 16, 4096 tokens each", b: 128, h_q: 16, seqlens: Array.from({ length: 128 }, () => 4096), split: false },
+      { label: "b 2, h_q 128, 30000 tokens", b: 2, h_q: 128, seqlens: [30000, 29000], split: true },
+    ];
+    const stream = Stream.create();
+    try {
+      for (const [i, sh] of shapes.entries()) {
+        const c = makeDenseCaseGpu({ seed: 950 + i, b: sh.b, s_q: 1, h_q: sh.h_q, h_kv: 1, seqlens: sh.seqlens, causal: false, dtype: "bf16" });
+        const out = Tensor.emptyDevice([sh.b, 1, sh.h_q, 512], "bf16");
+        const lse = Tensor.emptyDevice([sh.b, sh.h_q, 1], "f32");
+        const meta = getMlaMetadata();
+        try {
+          const run = () => {
+            out.buffer!.memset8(0xff, 0, undefined, stream);  // NaN in bf16 and f32
+            lse.buffer!.memset8(0xff, 0, undefined, stream);
+            flashMlaWithKvcache({ ...c, schedMeta: meta, stream, out, lse });
+            stream.synchronize();
+            return { out: out.toHost().host as Uint16Array, lse: lse.toHost().host as Float32Array };
+          };
+          const first = run();
+          assert.equal(scheduleHasSplits(meta.numSplits!.toHost().host as Int32Array), sh.split, `${sh.label}: the schedule's splits`);
+          assert.equal(meta.knownUnsplit(), !sh.split, `${sh.label}: knownUnsplit() once the first call is done`);
+          const second = run();
+          assert.equal(bf16ArrayToF32(second.out).findIndex((v) => Number.isNaN(v)), -1, `${sh.label}: out holds NaN`);
+          assert.deepEqual(second.out, first.out, `${sh.label}: out differs between the call with the combine and the one after`);
+          assert.deepEqual(second.lse, first.lse, `${sh.label}: lse differs between the call with the combine and the one after`);
         } finally {
           meta.dispose(); out.dispose(); lse.dispose(); c.dispose();
         }
