@@ -9,6 +9,28 @@ import { Tensor } from "../runtime/Tensor.js";
 import { SCHED_META_INTS } from "./schedule.js";
 
 /**
+ * Page-locked buffers of finished probes, per device, for the next step's probe: cuMemAllocHost pins
+ * pages (tens of microseconds of host time), and each decode step makes new metadata.
+ */
+const pinnedPool = new Map<number, PinnedHostBuffer[]>();
+const PINNED_POOL_MAX = 4;
+const PINNED_MIN_BYTES = 4096;
+
+function takePinned(ordinal: number, bytes: number): PinnedHostBuffer {
+  const pool = pinnedPool.get(ordinal) ?? [];
+  const i = pool.findIndex((b) => b.sizeBytes >= bytes);
+  if (i >= 0) return pool.splice(i, 1)[0];
+  return PinnedHostBuffer.alloc(Math.max(bytes, PINNED_MIN_BYTES), ordinal);
+}
+
+function givePinned(buffer: PinnedHostBuffer): void {
+  const pool = pinnedPool.get(buffer.deviceOrdinal) ?? [];
+  if (pool.length >= PINNED_POOL_MAX) return buffer.dispose();
+  pool.push(buffer);
+  pinnedPool.set(buffer.deviceOrdinal, pool);
+}
+
+/**
  * Whether a schedule's split prefix sums (num_splits, [b + 1]) give some request more than one piece,
  * or undefined when the words are not such sums (not yet written). Pure, for the CPU tests.
  */
@@ -98,7 +120,7 @@ export class MlaSchedMeta {
   numSplitSlots = 0;
   private disposed = false;
   /** The schedule's split counts on their way to the host (see probeSplits), and what they said. */
-  private splitProbe: { host: PinnedHostBuffer; done: Event } | undefined;
+  private splitProbe: { host: PinnedHostBuffer; done: Event; words: number } | undefined;
   private anySplit: boolean | undefined;
 
   get initialized(): boolean {
@@ -169,23 +191,24 @@ export class MlaSchedMeta {
     if (graphCaptureInProgress() || this.numSplits === undefined || this.splitProbe !== undefined) return;
     const ordinal = this.numSplits.buffer!.deviceOrdinal;
     const bytes = 4 * this.numSplits.shape[0];
+    const done = Event.create({ deviceOrdinal: ordinal, timing: false });
     let host: PinnedHostBuffer;
     try {
-      host = PinnedHostBuffer.alloc(bytes, ordinal);
+      host = takePinned(ordinal, bytes);
     } catch {
+      done.dispose();
       return;
     }
-    const done = Event.create({ deviceOrdinal: ordinal, timing: false });
     try {
       new Int32Array(host.bytes.buffer, host.bytes.byteOffset, bytes / 4).fill(-1);  // not prefix sums until written
       check(driverOn(ordinal).cuMemcpyDtoHAsync_v2(host.ptr, this.numSplits.ptr, bytes, streamHandle(stream)), "cuMemcpyDtoHAsync_v2");
       done.record(stream);
     } catch (e) {
       done.dispose();
-      host.dispose();
+      host.dispose();  // a copy may have been queued into it: not pooled
       throw e;
     }
-    this.splitProbe = { host, done };
+    this.splitProbe = { host, done, words: bytes / 4 };
   }
 
   /**
@@ -195,17 +218,29 @@ export class MlaSchedMeta {
    */
   knownUnsplit(): boolean {
     if (this.anySplit === undefined && this.splitProbe !== undefined && !graphCaptureInProgress() && this.splitProbe.done.query()) {
-      const { host } = this.splitProbe;
-      this.anySplit = scheduleHasSplits(new Int32Array(host.bytes.buffer, host.bytes.byteOffset, host.sizeBytes / 4)) ?? true;
+      const { host, words } = this.splitProbe;
+      this.anySplit = scheduleHasSplits(new Int32Array(host.bytes.buffer, host.bytes.byteOffset, words)) ?? true;
       this.releaseSplitProbe();
     }
     return this.anySplit === false;
   }
 
+  /**
+   * Frees the probe. Its copy may still be in flight (dispose() before the step's work finished): then
+   * the event is waited for first, so the page-locked memory is not freed, or pooled, under the copy.
+   */
   private releaseSplitProbe(): void {
-    this.splitProbe?.done.dispose();
-    this.splitProbe?.host.dispose();
+    const probe = this.splitProbe;
+    if (probe === undefined) return;
     this.splitProbe = undefined;
+    let landed = false;
+    if (!graphCaptureInProgress()) {
+      if (!probe.done.query()) probe.done.synchronize();
+      landed = true;
+    }
+    probe.done.dispose();
+    if (landed) givePinned(probe.host);
+    else probe.host.dispose();
   }
 
   get isDisposed(): boolean {
