@@ -546,7 +546,6 @@ __device__ __forceinline__ uint32_t cvt_f16x2_e4m3x2(uint16_t two) {
   return r;
 }
 
-
 // prmt.b32: result byte i = byte (sel >> 4i) & 7 of {b, a} (a: bytes 0-3, b: bytes 4-7), or, where bit 3
 // of that selector nibble is set, that byte's sign bit replicated (0x00 or 0xFF).
 __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
