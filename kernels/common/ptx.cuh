@@ -528,6 +528,37 @@ __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepc
 // griddepcontrol.wait: wait until the previous grid has completed and its memory is visible.
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
+
+// ---- GPU-scope synchronization between CTAs (the dense kernels' in-kernel merge of a request's two pieces)
+
+// ld.acquire.gpu.global.b32: a flag another CTA released; what that CTA wrote before it is visible after.
+__device__ __forceinline__ int ld_acquire_gpu(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// atom.acq_rel.gpu.global.add.u32: returns the old value; releases this thread's earlier writes (and
+// what its CTA ordered before them) and acquires those of the CTA that added before.
+__device__ __forceinline__ int atom_add_acq_rel_gpu(int* p, int v) {
+  int old;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
+
+// ld.global.cg.v2.f32: two floats from L2, past L1 (another SM's partial, written during this kernel).
+__device__ __forceinline__ float2 ld_cg_f32x2(const float* p) {
+  float2 v;
+  asm volatile("ld.global.cg.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(p) : "memory");
+  return v;
+}
+
+// ld.global.cg.f32: one float from L2, past L1.
+__device__ __forceinline__ float ld_cg_f32(const float* p) {
+  float v;
+  asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
+  return v;
+}
 // ---- conversions -----------------------------------------------------------------------------------
 
 // cvt.rn.satfinite.e4m3x2.f32: two f32 -> two e4m3 (hi goes to the upper byte). Round to nearest even;

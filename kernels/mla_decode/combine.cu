@@ -5,6 +5,7 @@
 // Launched with programmatic dependent launch right after the main kernel: griddepcontrol.wait first.
 #include "../common/ptx.cuh"
 #include "params.h"
+#include "split_merge.cuh"
 
 MLA_EXPORT_LAYOUT(combine_params_layout, mla::CombineParams, MLA_OFFSETS_COMBINE)
 
@@ -60,9 +61,6 @@ __device__ __forceinline__ float4 accumulate(const SplitRow& r, int i0, int step
   return acc;
 }
 
-// G = log2 Σ 2^(lse2_s) from the splits' maximum m and Σ 2^(lse2_s - m): +inf when every split was empty.
-__device__ __forceinline__ float merged_lse2(float m, float sum) { return sum == 0.0f ? INFINITY : __log2f(sum) + m; }
-
 // Writes the row's lse (G in base 2, before the sink) and returns G with the sink's share added.
 __device__ __forceinline__ float write_lse(const mla::CombineParams& p, int req, int hk, int flat, float G, bool writer) {
   const int s = flat / p.heads_per_kv, head = hk * p.heads_per_kv + flat % p.heads_per_kv;
@@ -117,15 +115,9 @@ __device__ __forceinline__ void merge_rows(const mla::CombineParams& p, int req,
     for (int j = 0; j < ROWS; ++j) {
       const int flat = base + GROUPS * j;
       if (flat >= row_end) break;
-      float m = -INFINITY;
-#pragma unroll
-      for (int i = 0; i < SLOTS; ++i) m = fmaxf(m, l[j][i]);
-      if (m == -INFINITY) m = 0.0f;  // every split empty: the sum below is 0 and G = +inf
-      float sum = 0.0f;
-#pragma unroll
-      for (int i = 0; i < SLOTS; ++i) sum += exp2f(l[j][i] - m);
+      float sum;
       // A NaN split (NaN data) makes the sum NaN and so G, lse and out.
-      const float G = write_lse(p, req, hk, flat, merged_lse2(m, sum), col == 0);
+      const float G = write_lse(p, req, hk, flat, mla::merged_lse2(l[j], sum), col == 0);
       float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       // No key in any split: out is 0 whatever the sink (a -inf sink made 2^(-inf - -inf) NaN here).
       if (sum != 0.0f) {
@@ -149,12 +141,13 @@ __device__ __forceinline__ void combine(const mla::CombineParams& p) {
   if (!MLA_PDL_EARLY_UNSPLIT) ptx::pdl_wait();
   const int hk = blockIdx.y, req = blockIdx.z, tid = threadIdx.x, group = tid / 128, col = tid % 128;
   const int first = p.num_splits[req], n = p.num_splits[req + 1] - first;
-  if (n <= 1) return;  // not split: the main kernel wrote out and lse itself
+  // Not split, or a pair the main kernel merged (skip_pairs): out and lse are written already.
+  if (n <= 1 || (p.skip_pairs && n == 2)) return;
   if (MLA_PDL_EARLY_UNSPLIT) ptx::pdl_wait();
   const int row_begin = blockIdx.x * p.rows_per_cta, row_end = min(row_begin + p.rows_per_cta, p.rows_per_kv);
 
   if (n < MANY_SPLITS) {  // each group its own rows, each thread every split of its columns
-    if (n <= 3) merge_rows<T, 2, 3>(p, req, hk, first, n, row_begin + group, row_end, col);
+    if (n <= mla::FEW_SPLITS) merge_rows<T, 2, mla::FEW_SPLITS>(p, req, hk, first, n, row_begin + group, row_end, col);
     else merge_rows<T, 1, MANY_SPLITS - 1>(p, req, hk, first, n, row_begin + group, row_end, col);
     return;
   }
@@ -178,7 +171,7 @@ __device__ __forceinline__ void combine(const mla::CombineParams& p) {
     float sum = 0.0f;
     for (int i = tid; i < n; i += THREADS) sum += exp2f(r.lse2[i * r.stride] - m);
     sum = cta_reduce<false>(sum, red_sum);
-    const float G = write_lse(p, req, hk, flat, merged_lse2(m, sum), tid == 0);
+    const float G = write_lse(p, req, hk, flat, mla::lse2_of_sum(m, sum), tid == 0);
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (sum != 0.0f) {
 #pragma unroll

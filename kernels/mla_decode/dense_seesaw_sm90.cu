@@ -25,6 +25,7 @@
 #include <cuda/std/type_traits>
 
 #include "decode_common.cuh"
+#include "split_merge.cuh"
 
 MLA_EXPORT_LAYOUT(dense_seesaw_params_layout, mla::DenseParams, MLA_OFFSETS_DENSE)
 
@@ -63,6 +64,13 @@ enum : uint32_t { BAR_CONSUMERS = 1, BAR_SCALE0_READY = 2, BAR_SCALE1_READY = 3,
 #define MLA_DENSE_QK0_FIRST 4
 #endif
 static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 arrives before waiting for tile N: N in [0, 8]");
+
+// MLA_PAIR_DEFER (default 1; 0 for A/B): a two-piece request's piece that is not its CTA's last and
+//   stores its partial before the other piece is done counts itself at the next request's top, beside
+//   the next Q load, instead of waiting for its atomic (and a CTA barrier) in the epilogue.
+#ifndef MLA_PAIR_DEFER
+#define MLA_PAIR_DEFER 1
+#endif
 
 // MLA_DENSE_V1R_EARLY (a timing experiment): W1 refills K1's tiles 4-7 as soon as its P1·V1R is done
 // (wgmma_wait<1> behind sP0·V0R), not at the end of the iteration with K0's tiles 4-8; W1's next Q·K1ᵀ
@@ -215,6 +223,7 @@ struct __align__(1024) Smem {
   uint64_t qk0_issued;  // one arrival per W0 warp per pair (MLA_DENSE_QK0_FIRST)
   uint64_t pv0r_issued;  // seesaw_pipe: one arrival per W1 warp per pair once it queued sP0·V0R
   uint64_t q_full;       // q_by_tma: the request's nine Q boxes landed (one arrival with their bytes)
+  int pair_done;         // merge_pairs: thread 0's reading of a pair's merge flag, for the other consumers
 };
 constexpr int SMEM_BYTES = sizeof(Smem) + 1024;
 static_assert(SMEM_BYTES <= 232448, "fits the opt-in shared memory of an H100/H200 SM");
@@ -528,6 +537,68 @@ __device__ __forceinline__ void store_out(const DenseParams& p, float (&o)[128],
   }
 }
 
+// DenseParams::merge_pairs: the piece of a two-piece request that finishes second writes out and lse
+// itself, from the other piece's partial (o_accum / lse_accum row of `other_slot`, released by that CTA
+// through merge_flags) and its own O: in registers (REGS: L and m are its row sums and maxima) or, when
+// this piece left a partial too before it found out it was second, that partial (row `own_slot`). The
+// combine's formula in split order (split_merge.cuh), so the bits are those the combine would write.
+// Partials are read with ld.global.cg: they were written by another SM during this kernel.
+constexpr int PAIR_LOADS = 16;
+template <typename T, bool REGS>
+__device__ __forceinline__ void merge_pair_out(const DenseParams& p, const float (&o)[128], int req, int m_block, int hk, int wg, int warp_in_wg,
+                                               int lane, int own_slot, int other_slot, const float (&L)[2], const float (&m)[2]) {
+  const bool own_first = own_slot < other_slot;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int flat = m_block * BLOCK_M + 16 * warp_in_wg + lane / 4 + 8 * half;
+    if (flat >= p.rows_per_kv) continue;
+    const int s = flat / p.heads_per_kv, head = hk * p.heads_per_kv + flat % p.heads_per_kv;
+    const long long row_own = (static_cast<long long>(own_slot) * p.h_kv + hk) * p.rows_per_kv + flat;
+    const long long row_other = (static_cast<long long>(other_slot) * p.h_kv + hk) * p.rows_per_kv + flat;
+    const int col = wg * 256 + 2 * (lane % 4);  // + 8k: the accumulator's column pairs (store_out)
+    const bool empty = L[half] == 0.0f;
+    const float inv = empty ? 0.0f : 1.0f / L[half];
+    // This piece's lse2 as store_out writes it.
+    const float own = REGS ? (empty ? -INFINITY : __log2f(L[half]) + m[half]) : ptx::ld_cg_f32(p.lse_accum + row_own);
+    const float other = ptx::ld_cg_f32(p.lse_accum + row_other);
+    const float lse2[FEW_SPLITS] = {own_first ? own : other, own_first ? other : own, -INFINITY};
+    float sum;
+    const float G = merged_lse2(lse2, sum);
+    float w[FEW_SPLITS];
+#pragma unroll
+    for (int i = 0; i < FEW_SPLITS; ++i) w[i] = exp2f(lse2[i] - G);
+    uint16_t* out = static_cast<uint16_t*>(p.out) + ((static_cast<long long>(req) * p.s_q + s) * p.h_q + head) * D_V + col;
+    const float* po = p.o_accum + row_other * D_V + col;
+    const float* pown = p.o_accum + row_own * D_V + col;
+    // Half a row's 32 column pairs at a time in flight (all 32 made the plain seesaw kernel spill).
+#pragma unroll
+    for (int k0 = 0; k0 < 32; k0 += PAIR_LOADS) {
+      float2 v[PAIR_LOADS];
+#pragma unroll
+      for (int k = 0; k < PAIR_LOADS; ++k) v[k] = ptx::ld_cg_f32x2(po + 8 * (k0 + k));
+#pragma unroll
+      for (int k = 0; k < PAIR_LOADS; ++k) {
+        const int i = 2 * half + 4 * (k0 + k);
+        const float2 x = REGS ? make_float2(o[i] * inv, o[i + 1] * inv) : ptx::ld_cg_f32x2(pown + 8 * (k0 + k));
+        const float2 a = own_first ? x : v[k], b = own_first ? v[k] : x;
+        float2 acc = make_float2(0.0f, 0.0f);
+        if (sum != 0.0f) {  // no key in either piece: 0 (the combine's rule)
+          acc.x += w[0] * a.x, acc.y += w[0] * a.y;
+          acc.x += w[1] * b.x, acc.y += w[1] * b.y;
+          acc.x += w[2] * 0.0f, acc.y += w[2] * 0.0f;  // the combine's empty third slot
+        }
+        *reinterpret_cast<uint32_t*>(out + 8 * (k0 + k)) = ptx::pack2<T>(acc.x, acc.y);
+      }
+    }
+    if (wg == 0 && lane % 4 == 0) p.lse[(static_cast<long long>(req) * p.h_q + head) * p.s_q + s] = G * LN2;
+  }
+}
+
+// Whether the combine has work from this piece: split, and not a pair this kernel merges (merge_pairs).
+__device__ __forceinline__ bool piece_needs_combine(const DenseParams& p, const SchedMeta& meta, int req) {
+  return piece_is_split(meta, req) && !(p.merge_pairs != 0 && p.num_splits[req + 1] - p.num_splits[req] == 2);
+}
+
 // The next pair's two block-table lookups are issued at the top of the iteration, with the pair, not by
 // lane 0 right before each refill's TMA (dependent loads of cache_seqlens and block_table after a
 // barrier, five per pair, on the path from a tile being freed to its refill landing). H200, one call:
@@ -695,6 +766,21 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       if (warp_u == 0) refill<MC, PIPE && MLA_PIPE_QROPE_REGS>(p, sm, next, g, hk, policy, empty_phase, lane);
     }
   };
+  // All 256 consumers (sm.l_ready is the once-per-request exchange's barrier; here used again).
+  auto consumers_sync = [&]() {
+    ptx::mbarrier_arrive(&sm.l_ready);
+    ptx::mbarrier_wait(&sm.l_ready, l_phase);
+    l_phase ^= 1;
+  };
+  // merge_pairs: a piece of a two-piece request that stored its partial before the other piece was done
+  // adds its count to the pair's flag at the next request's top, after the barrier there (so the count
+  // releases the partial), and its atomic's latency runs beside the next Q load (MLA_PAIR_DEFER).
+  struct PendingPair {
+    int req, own_slot, other_slot;
+    int* flag;
+  };
+  PendingPair pending{0, 0, 0, nullptr};
+  const float no_rows[2] = {0.0f, 0.0f};
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
     const int seqlen = p.cache_seqlens[req];
     const int start_blk = piece_first_block(meta, req);
@@ -708,11 +794,13 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       if (req != meta.begin_req_idx) {
         ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);
         if (tid == 0) load_q_tma(p, sm, req, m_block, hk);
+        if (tid == 0 && pending.flag != nullptr) sm.pair_done = ptx::atom_add_acq_rel_gpu(pending.flag, 1);
       }
       ptx::mbarrier_wait(&sm.q_full, q_phase);
       q_phase ^= 1;
     } else {
       ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);  // the previous request is done with sQ and sm.l
+      if (tid == 0 && pending.flag != nullptr) sm.pair_done = ptx::atom_add_acq_rel_gpu(pending.flag, 1);
       load_q_dense(p, sm.q, req, m_block, hk, tid, CONSUMER_THREADS);
       ptx::fence_proxy_async_smem();
       ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);
@@ -728,6 +816,14 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     float o[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) o[i] = 0.0f;
+    if (pending.flag != nullptr) {  // the previous request's pair: merged here if its other piece added first
+      consumers_sync();
+      if (sm.pair_done != 0) {
+        merge_pair_out<T, false>(p, o, pending.req, m_block, hk, wg, warp_in_wg, lane, pending.own_slot, pending.other_slot, no_rows, no_rows);
+        if (tid == 0) *pending.flag = 0;  // for the next call: both pieces have counted
+      }
+      pending.flag = nullptr;
+    }
     float l[2] = {0.0f, 0.0f}, m[2] = {M_INIT, M_INIT};
     float s[32];
 
@@ -1000,6 +1096,15 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     }
 
     TRACE_REQ(2);
+    const int first_slot = p.num_splits[req];
+    const int slot = first_slot + (req == meta.begin_req_idx ? meta.begin_split_idx : 0);
+    // merge_pairs: a request in exactly two pieces is merged by the piece that finishes second. Its flag
+    // counts the pieces that stored their partial; a piece that finds the other's count there merges at
+    // once, from its registers (the usual case: the second piece ends its part, the first began the
+    // next part). The reading is published to the other consumers by the l exchange's barrier.
+    const bool pair = is_split && p.merge_pairs != 0 && p.num_splits[req + 1] - first_slot == 2;
+    int* const pair_flag = p.merge_flags + (static_cast<long long>(req) * p.h_kv + hk) * p.num_m_blocks + m_block;
+    if (pair && tid == 0) sm.pair_done = ptx::ld_acquire_gpu(pair_flag);
     // L = W0's sum + W1's sum (both relative to the final max, which W1 computed last).
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -1017,8 +1122,24 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       L[half] = sm.l[0][r] + sm.l[1][r];
       M[half] = sm.m[r];
     }
-    const int slot = p.num_splits[req] + (req == meta.begin_req_idx ? meta.begin_split_idx : 0);
-    store_out<T>(p, o, req, m_block, hk, wg, warp_in_wg, lane, is_split, slot, L, M);
+    const int other_slot = slot == first_slot ? first_slot + 1 : first_slot;
+    if (pair && sm.pair_done != 0) {
+      merge_pair_out<T, true>(p, o, req, m_block, hk, wg, warp_in_wg, lane, slot, other_slot, L, M);
+      if (tid == 0) *pair_flag = 0;  // for the next call: both pieces have counted
+    } else {
+      store_out<T>(p, o, req, m_block, hk, wg, warp_in_wg, lane, is_split, slot, L, M);
+      if (pair && MLA_PAIR_DEFER && req < meta.end_req_idx) {
+        pending = {req, slot, other_slot, pair_flag};
+      } else if (pair) {  // this CTA's last piece: count now, and merge if the other piece counted first
+        consumers_sync();  // every consumer's partial stored before thread 0's release
+        if (tid == 0) sm.pair_done = ptx::atom_add_acq_rel_gpu(pair_flag, 1);
+        consumers_sync();
+        if (sm.pair_done != 0) {
+          merge_pair_out<T, true>(p, o, req, m_block, hk, wg, warp_in_wg, lane, slot, other_slot, L, M);
+          if (tid == 0) *pair_flag = 0;
+        }
+      }
+    }
     TRACE_REQ(3);
 #ifdef MLA_TRACE
     ++trace_req;
@@ -1042,7 +1163,10 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
     ptx::pdl_launch_dependents();
     return;
   }
-  pdl_launch_if_unsplit(meta);
+  // A CTA none of whose pieces leaves work for the combine lets it launch now (pdl_launch_if_unsplit,
+  // with merge_pairs' pairs counted as unsplit: the combine's CTAs return at once for them).
+  if (MLA_PDL_EARLY_UNSPLIT && !piece_needs_combine(p, meta, meta.begin_req_idx) && !piece_needs_combine(p, meta, meta.end_req_idx))
+    ptx::pdl_launch_dependents();
   if (threadIdx.x == 0) {
     for (int s = 0; s < 2; ++s)
       for (int t = 0; t < NUM_TILES; ++t) ptx::mbarrier_init(&sm.kfull[s][t], 1);

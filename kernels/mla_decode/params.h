@@ -78,6 +78,7 @@ struct alignas(128) DenseParams {
   const int* sched_meta;       // [num_sm_parts, 8]
   const int* num_splits;       // [b + 1]
   int* errors;                 // [ERROR_WORDS]: block ids outside the cache are recorded here (ERR_BLOCK_ID)
+  int* merge_flags;            // [b, h_kv, num_m_blocks], 0 between calls: merge_pairs' count of finished pieces
   long long q_batch_stride;    // elements
   long long q_token_stride;
   long long q_head_stride;
@@ -96,6 +97,8 @@ struct alignas(128) DenseParams {
   float softmax_scale;
   float scale_log2;            // softmax_scale * log2(e)
   int q_tma;                   // 1: tmap_q is valid (heads_per_kv divides 64 or is a multiple of it, strides TMA can take)
+  int merge_pairs;             // seesaw kernels, 1: a request in exactly two pieces is merged by the piece that
+                               // finishes second (merge_flags), not by the combine (CombineParams::skip_pairs)
 };
 
 // Sparse FP8 decode (DeepSeek Sparse Attention, V32 cache). One CTA = 64 query heads of one query token
@@ -148,6 +151,8 @@ struct CombineParams {
   int rows_per_kv;
   int num_split_slots;
   int rows_per_cta;            // rows of one request and KV head each combine CTA merges (host: from the grid size)
+  int skip_pairs;              // 1: requests in exactly two pieces were merged by the main kernel (DenseParams::merge_pairs)
+  int pad0;
 };
 
 // FP8 KV cache writer: bf16 tokens -> 656-byte V32 tokens at given slots of a paged cache.
@@ -206,12 +211,12 @@ struct SparseRefParams {
 // Layout tables read by the host at module load: {sizeof, offsetof(field)...} in declaration order.
 #define MLA_OFFSETS_DENSE(T, M)                                                                           \
   M(T, tmap_kv) M(T, tmap_q) M(T, q) M(T, out) M(T, lse) M(T, o_accum) M(T, lse_accum) M(T, block_table) M(T, cache_seqlens) M(T, sched_meta)      \
-  M(T, num_splits) M(T, errors) M(T, q_batch_stride) M(T, q_token_stride) M(T, q_head_stride) M(T, block_table_stride) M(T, b) M(T, s_q)     \
+  M(T, num_splits) M(T, errors) M(T, merge_flags) M(T, q_batch_stride) M(T, q_token_stride) M(T, q_head_stride) M(T, block_table_stride) M(T, b) M(T, s_q)     \
   M(T, h_q) M(T, h_kv) M(T, heads_per_kv) M(T, rows_per_kv) M(T, num_m_blocks) M(T, max_blocks_per_seq) M(T, num_sm_parts)     \
-  M(T, num_blocks) M(T, causal) M(T, softmax_scale) M(T, scale_log2) M(T, q_tma)
+  M(T, num_blocks) M(T, causal) M(T, softmax_scale) M(T, scale_log2) M(T, q_tma) M(T, merge_pairs)
 #define MLA_OFFSETS_COMBINE(T, M)                                                                         \
   M(T, o_accum) M(T, lse_accum) M(T, num_splits) M(T, out) M(T, lse) M(T, attn_sink) M(T, b) M(T, s_q) M(T, h_q) M(T, h_kv)              \
-  M(T, heads_per_kv) M(T, rows_per_kv) M(T, num_split_slots) M(T, rows_per_cta)
+  M(T, heads_per_kv) M(T, rows_per_kv) M(T, num_split_slots) M(T, rows_per_cta) M(T, skip_pairs)
 #define MLA_OFFSETS_SPARSE(T, M)                                                                           \
   M(T, q) M(T, kv) M(T, indices) M(T, lengths) M(T, attn_sink) M(T, out) M(T, lse) M(T, o_accum) M(T, lse_accum)  \
   M(T, sched_meta) M(T, num_splits) M(T, q_batch_stride) M(T, q_token_stride) M(T, q_head_stride)               \

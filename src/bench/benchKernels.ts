@@ -42,6 +42,12 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
     kinds: ["dense"],
     run: (args: FlashMlaWithKvcacheArgs) => flashMlaWithKvcache(args),
   },
+  dense_combine: {
+    name: "dense_combine",
+    description: "flashMlaWithKvcache's own choice with mergeSplitPairs false: every split request, pairs included, merged by the combine (the form before the main kernel merged pairs itself)",
+    kinds: ["dense"],
+    run: (args: FlashMlaWithKvcacheArgs) => flashMlaWithKvcache({ ...args, mergeSplitPairs: false }),
+  },
   dense_seesaw: {
     name: "dense_seesaw",
     description: "flashMlaWithKvcache, kernel \"seesaw\": two warpgroups share one online softmax (FlashMLA's schedule), then the combine",

@@ -31,18 +31,19 @@ function givePinned(buffer: PinnedHostBuffer): void {
 }
 
 /**
- * Whether a schedule's split prefix sums (num_splits, [b + 1]) give some request more than one piece,
- * or undefined when the words are not such sums (not yet written). Pure, for the CPU tests.
+ * The most pieces any request of a schedule has, from its split prefix sums (num_splits, [b + 1]): 1 when
+ * nothing is split, or undefined when the words are not such sums (not yet written). Pure, for the CPU
+ * tests.
  */
-export function scheduleHasSplits(numSplits: ArrayLike<number>): boolean | undefined {
+export function scheduleMaxPieces(numSplits: ArrayLike<number>): number | undefined {
   if (numSplits.length < 2 || numSplits[0] !== 0) return undefined;
-  let split = false;
+  let most = 0;
   for (let i = 1; i < numSplits.length; i++) {
     const n = numSplits[i] - numSplits[i - 1];
     if (!Number.isInteger(n) || n < 0) return undefined;
-    if (n > 1) split = true;
+    most = Math.max(most, n);
   }
-  return split;
+  return most;
 }
 
 /** Words of the device-side error record (kernels/mla_decode/params.h ERROR_WORDS). */
@@ -116,12 +117,17 @@ export class MlaSchedMeta {
   seqlensUsed: Tensor | undefined;
   /** Dense: the device-side error record ([DEVICE_ERROR_WORDS] int32), see checkErrors(). */
   errors: Tensor | undefined;
+  /**
+   * Dense: [b, h_kv, m-blocks] int32, zero between calls: the seesaw kernels count there the finished
+   * pieces of a request split in two, and the second piece merges them (DenseParams.merge_pairs).
+   */
+  mergeFlags: Tensor | undefined;
   numSmParts = 0;
   numSplitSlots = 0;
   private disposed = false;
   /** The schedule's split counts on their way to the host (see probeSplits), and what they said. */
   private splitProbe: { host: PinnedHostBuffer; done: Event; words: number } | undefined;
-  private anySplit: boolean | undefined;
+  private maxPieces: number | undefined;
 
   get initialized(): boolean {
     return this.config !== undefined;
@@ -212,17 +218,18 @@ export class MlaSchedMeta {
   }
 
   /**
-   * True once the host knows that no request of this step's schedule is split, so the combine, whose
-   * every CTA would return at once, need not be launched (the launch alone cost 0.8-1.0 µs of a 46 µs
-   * call on the H200). False while unknown (the copy has not landed, a capture is running) or split.
+   * The most pieces a request of this step's schedule has, once the host knows it: the combine has no
+   * work where that is 1 (or 2 and the main kernel merged its pairs), so it need not be launched (the
+   * launch alone cost 0.8-1.0 µs of a 46 µs call on the H200). Undefined while unknown (the copy has
+   * not landed, a capture is running).
    */
-  knownUnsplit(): boolean {
-    if (this.anySplit === undefined && this.splitProbe !== undefined && !graphCaptureInProgress() && this.splitProbe.done.query()) {
+  knownMaxPieces(): number | undefined {
+    if (this.maxPieces === undefined && this.splitProbe !== undefined && !graphCaptureInProgress() && this.splitProbe.done.query()) {
       const { host, words } = this.splitProbe;
-      this.anySplit = scheduleHasSplits(new Int32Array(host.bytes.buffer, host.bytes.byteOffset, words)) ?? true;
+      this.maxPieces = scheduleMaxPieces(new Int32Array(host.bytes.buffer, host.bytes.byteOffset, words)) ?? Infinity;
       this.releaseSplitProbe();
     }
-    return this.anySplit === false;
+    return this.maxPieces;
   }
 
   /**
@@ -258,10 +265,10 @@ export class MlaSchedMeta {
    * leaves the object unfilled.
    */
   releaseWorkspace(): void {
-    for (const t of [this.schedMeta, this.numSplits, this.oAccum, this.lseAccum, this.lengths, this.seqlensUsed, this.errors]) t?.dispose();
-    this.schedMeta = this.numSplits = this.oAccum = this.lseAccum = this.lengths = this.seqlensUsed = this.errors = undefined;
+    for (const t of [this.schedMeta, this.numSplits, this.oAccum, this.lseAccum, this.lengths, this.seqlensUsed, this.errors, this.mergeFlags]) t?.dispose();
+    this.schedMeta = this.numSplits = this.oAccum = this.lseAccum = this.lengths = this.seqlensUsed = this.errors = this.mergeFlags = undefined;
     this.releaseSplitProbe();
-    this.anySplit = undefined;
+    this.maxPieces = undefined;
     this.config = undefined;
   }
 

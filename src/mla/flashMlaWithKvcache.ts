@@ -63,6 +63,13 @@ export interface FlashMlaWithKvcacheArgs {
    * compute-bound batches, else "seesaw_fast"
    */
   kernel?: DenseKernelName;
+  /**
+   * The seesaw kernels merge a request the scheduler split into exactly two pieces themselves: the piece
+   * that finishes second reads the other's partial and writes out and lse, so the combine has nothing to
+   * do for it (docs/dense-decode.md §20). The outputs are the same bits either way; false leaves every
+   * split to the combine (for A/B timing and the tests). @default true
+   */
+  mergeSplitPairs?: boolean;
   /** Preallocated [b, s_q, h_q, 512] output in q's dtype (needed inside CUDA graph capture). */
   out?: Tensor;
   /** Preallocated [b, h_q, s_q] f32 output. */
@@ -141,6 +148,7 @@ export function validateDenseArgs(a: FlashMlaWithKvcacheArgs, requireCuda = true
   checkScalar(fn, "headDimV", a.headDimV, (v) => v === D_V, "512");
   const softmax_scale = a.softmaxScale === undefined ? 1 / Math.sqrt(D_QK) : checkScalar(fn, "softmaxScale", a.softmaxScale, (v) => Number.isFinite(v) && v > 0, "a finite number > 0");
   if (a.causal !== undefined && typeof a.causal !== "boolean") throw new ArgumentError(fn, "causal", "a boolean", typeof a.causal);
+  if (a.mergeSplitPairs !== undefined && typeof a.mergeSplitPairs !== "boolean") throw new ArgumentError(fn, "mergeSplitPairs", "a boolean", typeof a.mergeSplitPairs);
   if (!(a.schedMeta instanceof MlaSchedMeta)) throw new ArgumentError(fn, "schedMeta", "the object getMlaMetadata() returns", a.schedMeta === undefined ? "undefined" : String(a.schedMeta));
   // Metadata filled on one GPU holds that GPU's pointers; another GPU's kernels must not read them.
   const metaDevice = a.schedMeta.schedMeta?.device;
@@ -174,6 +182,8 @@ function initSchedMeta(meta: MlaSchedMeta, config: MlaSchedConfig, shape: DenseS
     meta.seqlensUsed = Tensor.emptyDevice([shape.b], "i32", ordinal);
     meta.errors = Tensor.emptyDevice([DEVICE_ERROR_WORDS], "i32", ordinal);
     meta.errors.buffer!.memset32(0, 0, DEVICE_ERROR_WORDS, stream);
+    meta.mergeFlags = Tensor.emptyDevice([shape.b, shape.h_kv, Math.ceil(rowsPerKv / BLOCK_M)], "i32", ordinal);
+    meta.mergeFlags.buffer!.memset32(0, 0, undefined, stream);
   });
   // The scheduler checks the lengths against the table (errors recorded, bad requests scheduled as
   // empty) and writes the lengths it scheduled, which the main kernels then read.
@@ -278,6 +288,11 @@ export function flashMlaWithKvcache(args: FlashMlaWithKvcacheArgs): FlashMlaResu
     deviceOrdinal: ordinal,
   });
   const qMap = encodeQTensorMap(q, shape, heads_per_kv, ordinal);
+  const grid: [number, number, number] = [num_m_blocks, shape.h_kv, meta.numSmParts];
+  const kernel = args.kernel ?? defaultDenseKernel(shape.b, rows_per_kv);
+  // The seesaw family (seesaw_mc included) merges two-piece requests itself; v1 and h16 leave every split
+  // to the combine.
+  const pairsMerged = kernel !== "v1" && kernel !== "h16" && args.mergeSplitPairs !== false;
   const params = DenseParamsStruct.pack({
     tmap_kv: tmap,
     tmap_q: qMap ?? new Uint8Array(128),
@@ -291,6 +306,7 @@ export function flashMlaWithKvcache(args: FlashMlaWithKvcacheArgs): FlashMlaResu
     sched_meta: meta.schedMeta!.ptr,
     num_splits: meta.numSplits!.ptr,
     errors: meta.errors!.ptr,
+    merge_flags: meta.mergeFlags!.ptr,
     q_batch_stride: BigInt(q.strides[0]),
     q_token_stride: BigInt(q.strides[1]),
     q_head_stride: BigInt(q.strides[2]),
@@ -309,9 +325,9 @@ export function flashMlaWithKvcache(args: FlashMlaWithKvcacheArgs): FlashMlaResu
     softmax_scale: shape.softmax_scale,
     scale_log2: shape.softmax_scale * Math.LOG2E,
     q_tma: qMap === undefined ? 0 : 1,
+    merge_pairs: pairsMerged ? 1 : 0,
   });
-  const grid: [number, number, number] = [num_m_blocks, shape.h_kv, meta.numSmParts];
-  const kernel = args.kernel ?? defaultDenseKernel(shape.b, rows_per_kv);
+
   if (kernel === "seesaw_mc" && num_m_blocks % 2 === 0) {
     // Clusters pair m-blocks (0, 1), (2, 3), ...: same KV head, same part, so the same K tiles.
     const main = q.dtype === "bf16" ? k.seesawMcBf16 : k.seesawMcFp16;
@@ -330,6 +346,6 @@ export function flashMlaWithKvcache(args: FlashMlaWithKvcacheArgs): FlashMlaResu
     main.launch({ grid, block: 384, sharedMemBytes: k.denseSmemBytes, stream }, [{ kind: "bytes", value: params }]);
   }
 
-  launchCombine(k, meta, shape, out, lse, stream);
+  launchCombine(k, meta, shape, out, lse, stream, { pairsMerged });
   return { out, lse };
 }

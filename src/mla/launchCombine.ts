@@ -32,12 +32,23 @@ export interface CombineShape {
  * Enqueues the log-sum-exp merge of the split partials in `meta`'s workspace into out/lse, with
  * programmatic dependent launch after the main kernel; `attnSink` (sparse) scales split rows' out.
  * Grid (ceil(rows_per_kv / rowsPerCta), h_kv, b) of 512-thread CTAs; a CTA of an unsplit request returns
- * at once, so each CTA takes as many rows as still leave two CTAs per SM (combineRowsPerCta). Not
- * launched once the host knows that no request of the step's schedule is split (MlaSchedMeta.knownUnsplit):
- * its CTAs would all return at once, and the launch alone cost the call 0.8-1.0 µs on the H200.
+ * at once, so each CTA takes as many rows as still leave two CTAs per SM (combineRowsPerCta).
+ * `pairsMerged`: the main kernel merged the requests in exactly two pieces itself (DenseParams.merge_pairs),
+ * so their CTAs return at once too. Not launched once the host knows that no request has more pieces
+ * than that (MlaSchedMeta.knownMaxPieces): its CTAs would all return at once, and the launch alone cost
+ * the call 0.8-1.0 µs on the H200.
  */
-export function launchCombine(k: DecodeKernels, meta: MlaSchedMeta, shape: CombineShape, out: Tensor, lse: Tensor, stream: Stream | undefined, attnSink?: Tensor): void {
-  if (meta.knownUnsplit()) return;
+export function launchCombine(
+  k: DecodeKernels,
+  meta: MlaSchedMeta,
+  shape: CombineShape,
+  out: Tensor,
+  lse: Tensor,
+  stream: Stream | undefined,
+  opts: { attnSink?: Tensor; pairsMerged?: boolean } = {},
+): void {
+  const most = meta.knownMaxPieces();
+  if (most !== undefined && most <= (opts.pairsMerged === true ? 2 : 1)) return;
   const heads_per_kv = shape.h_q / shape.h_kv;
   const rows_per_kv = shape.s_q * heads_per_kv;
   const rows_per_cta = combineRowsPerCta(shape.b * shape.h_kv * rows_per_kv, Device.get(deviceOrdinalOf(out)).smCount);
@@ -47,7 +58,7 @@ export function launchCombine(k: DecodeKernels, meta: MlaSchedMeta, shape: Combi
     num_splits: meta.numSplits!.ptr,
     out: out.ptr,
     lse: lse.ptr,
-    attn_sink: attnSink?.ptr ?? 0n,
+    attn_sink: opts.attnSink?.ptr ?? 0n,
     b: shape.b,
     s_q: shape.s_q,
     h_q: shape.h_q,
@@ -56,6 +67,8 @@ export function launchCombine(k: DecodeKernels, meta: MlaSchedMeta, shape: Combi
     rows_per_kv,
     num_split_slots: meta.numSplitSlots,
     rows_per_cta,
+    skip_pairs: opts.pairsMerged === true ? 1 : 0,
+    pad0: 0,
   });
   const kernel = out.dtype === "fp16" ? k.combineFp16 : k.combineBf16;
   kernel.launch({ grid: [Math.ceil(rows_per_kv / rows_per_cta), shape.h_kv, shape.b], block: COMBINE_THREADS, stream, pdl: true }, [{ kind: "bytes", value: params }]);

@@ -31,6 +31,7 @@ export const DenseParamsStruct = new CStruct(
     ["sched_meta", "ptr"],
     ["num_splits", "ptr"],
     ["errors", "ptr"],
+    ["merge_flags", "ptr"],
     ["q_batch_stride", "i64"],
     ["q_token_stride", "i64"],
     ["q_head_stride", "i64"],
@@ -49,6 +50,7 @@ export const DenseParamsStruct = new CStruct(
     ["softmax_scale", "f32"],
     ["scale_log2", "f32"],
     ["q_tma", "i32"],
+    ["merge_pairs", "i32"],
   ] as const,
   128,
 );
@@ -98,6 +100,8 @@ export const CombineParamsStruct = new CStruct("CombineParams", [
   ["rows_per_kv", "i32"],
   ["num_split_slots", "i32"],
   ["rows_per_cta", "i32"],
+  ["skip_pairs", "i32"],
+  ["pad0", "i32"],
 ] as const);
 
 export const Fp8KvWriteParamsStruct = new CStruct("Fp8KvWriteParams", [

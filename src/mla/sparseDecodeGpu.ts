@@ -181,6 +181,6 @@ export function sparseDecodeGpu(args: FlashMlaWithKvcacheArgs, opts: SparseDecod
     },
     [{ kind: "bytes", value: params }],
   );
-  launchCombine(k, meta, { b: shape.b, s_q: shape.s_q, h_q: shape.h_q, h_kv: 1 }, out, lse, stream, args.attnSink);
+  launchCombine(k, meta, { b: shape.b, s_q: shape.s_q, h_q: shape.h_q, h_kv: 1 }, out, lse, stream, { attnSink: args.attnSink });
   return { out, lse };
 }

@@ -24,7 +24,7 @@ test("flashmla bench checks its command line before looking for a GPU (exit 2)",
     [["bench", "--case", "nope"], /unknown case 'nope'; known cases: dense-compute,/],
     [["bench", "--case", "dense-b1", "--all"], /give --case or --all, not both/],
     [["bench", "--iters", "5"], /option '--iters <n>' argument '5' is invalid\. expected an integer >= 20/],
-    [["bench", "--kernel", "dense_v9"], /Allowed choices are dense, dense_seesaw, dense_seesaw_fast, dense_seesaw_mc, dense_seesaw_pipe, dense_h16, dense_v1, sparse, sparse_v1, sparse_crossover, sparse_v2, sparse_crossover_v2, sparse_v3, sparse_crossover_v3, sparse_h16, sparse_h16x\./],
+    [["bench", "--kernel", "dense_v9"], /Allowed choices are dense, dense_combine, dense_seesaw, dense_seesaw_fast, dense_seesaw_mc, dense_seesaw_pipe, dense_h16, dense_v1, sparse, sparse_v1, sparse_crossover, sparse_v2, sparse_crossover_v2, sparse_v3, sparse_crossover_v3, sparse_h16, sparse_h16x\./],
     [["bench", "--seed", "-1"], /error: /],
     [["bench", "--bogus"], /unknown option '--bogus'/],
   ];

@@ -60,7 +60,7 @@ test("validateDenseArgs() names kCache's dtype, page size, head count and shape 
   rejects({ kCache: Tensor.zerosHost([0, 64, 2, 576], "bf16") }, "kCache", /num_blocks >= 1/);
 });
 
-test("validateDenseArgs() names blockTable, cacheSeqlens, headDimV, softmaxScale, causal and schedMeta errors", () => {
+test("validateDenseArgs() names blockTable, cacheSeqlens, headDimV, softmaxScale, causal, mergeSplitPairs and schedMeta errors", () => {
   rejects({ blockTable: undefined }, "blockTable", /int32 tensor \[b, max_blocks_per_seq\].*got undefined/);
   rejects({ blockTable: Tensor.zerosHost([2, 3], "f32") }, "blockTable", /dtype i32, got f32/);
   rejects({ blockTable: Tensor.zerosHost([3, 3], "i32") }, "blockTable", /b = 2.*got 3/);
@@ -71,6 +71,7 @@ test("validateDenseArgs() names blockTable, cacheSeqlens, headDimV, softmaxScale
   rejects({ softmaxScale: 0 }, "softmaxScale", /finite number > 0, got number 0/);
   rejects({ softmaxScale: NaN }, "softmaxScale", /finite number > 0/);
   rejects({ causal: 1 }, "causal", /a boolean, got number/);
+  rejects({ mergeSplitPairs: "no" }, "mergeSplitPairs", /a boolean, got string/);
   rejects({ schedMeta: {} }, "schedMeta", /getMlaMetadata\(\) returns/);
   rejects({ out: Tensor.zerosHost([2, 2, 8, 512], "fp16") }, "out", /dtype bf16/);
   rejects({ lse: Tensor.zerosHost([2, 2, 8], "f32") }, "lse", /h_q = 8.*got 2/);

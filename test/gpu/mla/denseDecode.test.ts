@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { DENSE_KERNELS, flashMlaWithKvcache, type DenseKernelName } from "../../../src/mla/flashMlaWithKvcache.js";
-import { getMlaMetadata, scheduleHasSplits } from "../../../src/mla/MlaSchedMeta.js";
+import { getMlaMetadata, scheduleMaxPieces } from "../../../src/mla/MlaSchedMeta.js";
 import { mlaDecodeReference } from "../../../src/mla/mlaDecodeReference.js";
 import { mlaDecodeReferenceGpu } from "../../../src/mla/mlaDecodeReferenceGpu.js";
 import { checkSchedule, computeSchedule } from "../../../src/mla/schedule.js";
@@ -257,16 +257,18 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
     }
   });
 
-  test("work queued on the call's stream after it sees the finished out and lse (unsplit and split calls); the combine left out once nothing is known split", () => {
-    // The combine is launched with PDL and, for requests nothing split, may leave before the main
-    // kernel ends; the stream must still order a later copy behind the main kernel's stores. A copy
-    // queued at once (no synchronization in between) must equal what the outputs hold once the whole
-    // device is idle, and hold no poison. The first call also copies the schedule's split counts to the
-    // host without waiting; once landed, the later rounds leave the combine out where nothing is split,
-    // with the first round's outputs.
+  test("work queued on the call's stream after it sees the finished out and lse (unsplit, pair-split and split calls); the combine left out once the host knows it has no work", () => {
+    // The combine is launched with PDL and, for requests nothing split (or split in two and merged by
+    // the main kernel), may leave before the main kernel ends; the stream must still order a later copy
+    // behind the main kernel's stores. A copy queued at once (no synchronization in between) must equal
+    // what the outputs hold once the whole device is idle, and hold no poison. The first call also
+    // copies the schedule's split counts to the host without waiting; once landed, the later rounds
+    // leave the combine out where no request has more than one piece, or two (merged by the main
+    // kernel), with the first round's outputs.
     const shapes = [
-      { label: "b 128, h_q 16, 4096 tokens each (nothing split)", b: 128, h_q: 16, seqlens: Array.from({ length: 128 }, () => 4096), split: false },
-      { label: "b 2, h_q 128, 30000 tokens (split over the SMs)", b: 2, h_q: 128, seqlens: [30000, 29000], split: true },
+      { label: "b 128, h_q 16, 4096 tokens each (nothing split)", b: 128, h_q: 16, seqlens: Array.from({ length: 128 }, () => 4096), pieces: 1 },
+      { label: "b 96, h_q 128, 600-1099 tokens (requests in two pieces, merged by the main kernel)", b: 96, h_q: 128, seqlens: Array.from({ length: 96 }, (_, i) => 600 + ((i * 37) % 500)), pieces: 2 },
+      { label: "b 2, h_q 128, 30000 tokens (split over the SMs)", b: 2, h_q: 128, seqlens: [30000, 29000], pieces: 66 },
     ];
     const stream = Stream.create();
     try {
@@ -292,8 +294,8 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
             assert.deepEqual(earlyLse, lateLse, `${sh.label}, round ${k}: the stream-ordered copy of lse differs from the finished lse`);
             if (first === undefined) {
               first = { out: late, lse: lateLse };
-              assert.equal(scheduleHasSplits(meta.numSplits!.toHost().host as Int32Array), sh.split, `${sh.label}: the schedule's splits`);
-              assert.equal(meta.knownUnsplit(), !sh.split, `${sh.label}: knownUnsplit() once the first call is done`);
+              assert.equal(scheduleMaxPieces(meta.numSplits!.toHost().host as Int32Array), sh.pieces, `${sh.label}: the schedule's most pieces per request`);
+              assert.equal(meta.knownMaxPieces(), sh.pieces, `${sh.label}: knownMaxPieces() once the first call is done`);
             } else {
               assert.deepEqual(late, first.out, `${sh.label}, round ${k}: out differs from the first round's (with the combine)`);
               assert.deepEqual(lateLse, first.lse, `${sh.label}, round ${k}: lse differs from the first round's`);
@@ -305,6 +307,63 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
       }
     } finally {
       stream.dispose();
+    }
+  });
+
+  test("requests split in two are merged by the seesaw kernels themselves, with the combine's bits (mergeSplitPairs), and every element matches the CPU reference", () => {
+    // Seeds and shapes whose schedules (the CPU twin's) hold pairs whose second-piece CTA goes on to
+    // another request (the count deferred to its next request's top) and pairs where it ends its part,
+    // beside requests in 3-5 pieces (seed 4, 6) that the combine still merges. The merged outputs must
+    // equal those of the same kernel leaving every split to the combine, bit for bit, on every round
+    // (the flags go back to 0 for the next call; from the second round the host leaves the combine out
+    // where no request has more than two pieces).
+    const shapes = [
+      { seed: 3, b: 96, s_q: 1, h_q: 128, mean: 800, causal: false, dtype: "bf16" as const },
+      { seed: 4, b: 40, s_q: 1, h_q: 128, mean: 3000, causal: false, dtype: "bf16" as const },
+      { seed: 5, b: 128, s_q: 2, h_q: 128, mean: 2000, causal: true, dtype: "fp16" as const },
+      { seed: 6, b: 60, s_q: 1, h_q: 64, mean: 3000, causal: false, dtype: "bf16" as const },
+    ];
+    for (const sh of shapes) {
+      const c = makeDenseCaseGpu({ seed: sh.seed, b: sh.b, s_q: sh.s_q, h_q: sh.h_q, h_kv: 1, seqlens: { mean: sh.mean, varlen: true }, causal: sh.causal, dtype: sh.dtype });
+      try {
+        for (const kernel of ["seesaw", "seesaw_fast", "seesaw_pipe"] as const) {
+          const label = `seed ${sh.seed}, b ${sh.b}, s_q ${sh.s_q}, h_q ${sh.h_q}, ${kernel}`;
+          const plainMeta = getMlaMetadata(), meta = getMlaMetadata();
+          try {
+            const plain = flashMlaWithKvcache({ ...c, schedMeta: plainMeta, kernel, mergeSplitPairs: false });
+            const po = plain.out.toHost().host as Uint16Array, pl = plain.lse.toHost().host as Float32Array;
+            plain.out.dispose(); plain.lse.dispose();
+            const counts: number[] = [];
+            for (let round = 0; round < 3; round++) {
+              const merged = flashMlaWithKvcache({ ...c, schedMeta: meta, kernel });
+              Device.get().synchronize();
+              if (round === 0) {
+                const ns = meta.numSplits!.toHost().host as Int32Array;
+                for (let i = 0; i < sh.b; i++) counts.push(ns[i + 1] - ns[i]);
+                assert.ok(counts.includes(2), `${label}: the schedule has pairs`);
+              }
+              assert.deepEqual(merged.out.toHost().host, po, `${label}, round ${round}: out differs from the combine's`);
+              assert.deepEqual(merged.lse.toHost().host, pl, `${label}, round ${round}: lse differs from the combine's`);
+              merged.out.dispose(); merged.lse.dispose();
+            }
+            const flags = meta.mergeFlags!.toHost().host as Int32Array;
+            assert.equal(flags.findIndex((f) => f !== 0), -1, `${label}: every merge flag back to 0`);
+          } finally {
+            plainMeta.dispose(); meta.dispose();
+          }
+        }
+      } finally {
+        c.dispose();
+      }
+    }
+    // Every element against the CPU reference where the rows are few: 100 one-head requests of ~150
+    // tokens over 132 parts (seven pairs, one of them deferred).
+    const host = makeDenseCase({ seed: 1, b: 100, s_q: 1, h_q: 1, h_kv: 1, seqlens: { mean: 150, varlen: true }, causal: false, dtype: "bf16" });
+    const small = uploadDenseCase(host);
+    try {
+      for (const kernel of ["seesaw", "seesaw_fast", "seesaw_pipe"] as const) checkAgainstCpu(small, `pairs merged, ${kernel}`, DENSE_OUT_TOL, kernel);
+    } finally {
+      small.dispose();
     }
   });
 
