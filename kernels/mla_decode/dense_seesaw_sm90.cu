@@ -65,11 +65,19 @@ enum : uint32_t { BAR_CONSUMERS = 1, BAR_SCALE0_READY = 2, BAR_SCALE1_READY = 3,
 #endif
 static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 arrives before waiting for tile N: N in [0, 8]");
 
-// MLA_PAIR_DEFER (default 1; 0 for A/B): a two-piece request's piece that is not its CTA's last and
-//   stores its partial before the other piece is done counts itself at the next request's top, beside
-//   the next Q load, instead of waiting for its atomic (and a CTA barrier) in the epilogue.
-#ifndef MLA_PAIR_DEFER
-#define MLA_PAIR_DEFER 1
+// MLA_PAIR_PREFETCH (default 1; 0 for A/B): the piece of a two-piece request that ends its CTA's part
+//   (split 0, usually the second to finish) asks L2 for the other piece's partial (cp.async.bulk.prefetch)
+//   before its last pair of blocks, so the merge's loads after it find it there.
+#ifndef MLA_PAIR_PREFETCH
+#define MLA_PAIR_PREFETCH 1
+#endif
+// MLA_PAIR_SPIN (a timing experiment, default 0): the piece of a pair that begins its part (split 1)
+//   never merges: it counts itself with a fire-and-forget red.release and goes on; the piece that ends
+//   its part always merges, waiting for that count if it is not there yet. Relies on the other piece's
+//   CTA being resident or dispatched before this one ends (a grid of at most one CTA per SM, dispatched
+//   in order), which the shipped form does not.
+#ifndef MLA_PAIR_SPIN
+#define MLA_PAIR_SPIN 0
 #endif
 
 // MLA_DENSE_V1R_EARLY (a timing experiment): W1 refills K1's tiles 4-7 as soon as its P1·V1R is done
@@ -538,13 +546,12 @@ __device__ __forceinline__ void store_out(const DenseParams& p, float (&o)[128],
 }
 
 // DenseParams::merge_pairs: the piece of a two-piece request that finishes second writes out and lse
-// itself, from the other piece's partial (o_accum / lse_accum row of `other_slot`, released by that CTA
-// through merge_flags) and its own O: in registers (REGS: L and m are its row sums and maxima) or, when
-// this piece left a partial too before it found out it was second, that partial (row `own_slot`). The
-// combine's formula in split order (split_merge.cuh), so the bits are those the combine would write.
-// Partials are read with ld.global.cg: they were written by another SM during this kernel.
+// itself, from the other piece's partial (o_accum / lse_accum rows of `other_slot`, released by that CTA
+// through merge_flags) and its own O, L and m in registers, with the combine's formula in split order
+// (split_merge.cuh), so the bits are those the combine would write. The partial is read with
+// ld.global.cg: another SM wrote it during this kernel.
 constexpr int PAIR_LOADS = 16;
-template <typename T, bool REGS>
+template <typename T>
 __device__ __forceinline__ void merge_pair_out(const DenseParams& p, const float (&o)[128], int req, int m_block, int hk, int wg, int warp_in_wg,
                                                int lane, int own_slot, int other_slot, const float (&L)[2], const float (&m)[2]) {
   const bool own_first = own_slot < other_slot;
@@ -553,13 +560,11 @@ __device__ __forceinline__ void merge_pair_out(const DenseParams& p, const float
     const int flat = m_block * BLOCK_M + 16 * warp_in_wg + lane / 4 + 8 * half;
     if (flat >= p.rows_per_kv) continue;
     const int s = flat / p.heads_per_kv, head = hk * p.heads_per_kv + flat % p.heads_per_kv;
-    const long long row_own = (static_cast<long long>(own_slot) * p.h_kv + hk) * p.rows_per_kv + flat;
     const long long row_other = (static_cast<long long>(other_slot) * p.h_kv + hk) * p.rows_per_kv + flat;
     const int col = wg * 256 + 2 * (lane % 4);  // + 8k: the accumulator's column pairs (store_out)
     const bool empty = L[half] == 0.0f;
     const float inv = empty ? 0.0f : 1.0f / L[half];
-    // This piece's lse2 as store_out writes it.
-    const float own = REGS ? (empty ? -INFINITY : __log2f(L[half]) + m[half]) : ptx::ld_cg_f32(p.lse_accum + row_own);
+    const float own = empty ? -INFINITY : __log2f(L[half]) + m[half];  // this piece's lse2, as store_out writes it
     const float other = ptx::ld_cg_f32(p.lse_accum + row_other);
     const float lse2[FEW_SPLITS] = {own_first ? own : other, own_first ? other : own, -INFINITY};
     float sum;
@@ -569,7 +574,6 @@ __device__ __forceinline__ void merge_pair_out(const DenseParams& p, const float
     for (int i = 0; i < FEW_SPLITS; ++i) w[i] = exp2f(lse2[i] - G);
     uint16_t* out = static_cast<uint16_t*>(p.out) + ((static_cast<long long>(req) * p.s_q + s) * p.h_q + head) * D_V + col;
     const float* po = p.o_accum + row_other * D_V + col;
-    const float* pown = p.o_accum + row_own * D_V + col;
     // Half a row's 32 column pairs at a time in flight (all 32 made the plain seesaw kernel spill).
 #pragma unroll
     for (int k0 = 0; k0 < 32; k0 += PAIR_LOADS) {
@@ -579,7 +583,7 @@ __device__ __forceinline__ void merge_pair_out(const DenseParams& p, const float
 #pragma unroll
       for (int k = 0; k < PAIR_LOADS; ++k) {
         const int i = 2 * half + 4 * (k0 + k);
-        const float2 x = REGS ? make_float2(o[i] * inv, o[i + 1] * inv) : ptx::ld_cg_f32x2(pown + 8 * (k0 + k));
+        const float2 x = make_float2(o[i] * inv, o[i + 1] * inv);
         const float2 a = own_first ? x : v[k], b = own_first ? v[k] : x;
         float2 acc = make_float2(0.0f, 0.0f);
         if (sum != 0.0f) {  // no key in either piece: 0 (the combine's rule)
@@ -772,20 +776,27 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     ptx::mbarrier_wait(&sm.l_ready, l_phase);
     l_phase ^= 1;
   };
-  // merge_pairs: a piece of a two-piece request that stored its partial before the other piece was done
-  // adds its count to the pair's flag at the next request's top, after the barrier there (so the count
-  // releases the partial), and its atomic's latency runs beside the next Q load (MLA_PAIR_DEFER).
-  struct PendingPair {
-    int req, own_slot, other_slot;
-    int* flag;
-  };
-  PendingPair pending{0, 0, 0, nullptr};
-  const float no_rows[2] = {0.0f, 0.0f};
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
     const int seqlen = p.cache_seqlens[req];
     const int start_blk = piece_first_block(meta, req);
     const int end_blk = piece_end_block(meta, req, seqlen);
     const bool is_split = piece_is_split(meta, req);
+    // merge_pairs: a request in exactly two pieces is merged by the piece that finishes second (usually
+    // split 0, which ends its part; split 1 began the next part). Its flag counts the pieces that stored
+    // their partial.
+    const int first_slot = p.num_splits[req];
+    const int slot = first_slot + (req == meta.begin_req_idx ? meta.begin_split_idx : 0);
+    const int other_slot = slot == first_slot ? first_slot + 1 : first_slot;
+    const bool pair = is_split && p.merge_pairs != 0 && p.num_splits[req + 1] - first_slot == 2;
+    int* const pair_flag = p.merge_flags + (static_cast<long long>(req) * p.h_kv + hk) * p.num_m_blocks + m_block;
+    // Split 0's merge reads split 1's partial: this m-block's rows of it, contiguous, into L2 first.
+    auto prefetch_other = [&]() {
+      if (MLA_PAIR_PREFETCH && pair && slot == first_slot && tid == 0) {
+        const int rows = min(BLOCK_M, p.rows_per_kv - m_block * BLOCK_M);
+        const long long row0 = (static_cast<long long>(other_slot) * p.h_kv + hk) * p.rows_per_kv + m_block * BLOCK_M;
+        ptx::prefetch_l2_bulk(p.o_accum + row0 * D_V, rows * D_V * 4);
+      }
+    };
 
     TRACE_REQ(0);
     if (q_by_tma) {
@@ -794,13 +805,11 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       if (req != meta.begin_req_idx) {
         ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);
         if (tid == 0) load_q_tma(p, sm, req, m_block, hk);
-        if (tid == 0 && pending.flag != nullptr) sm.pair_done = ptx::atom_add_acq_rel_gpu(pending.flag, 1);
       }
       ptx::mbarrier_wait(&sm.q_full, q_phase);
       q_phase ^= 1;
     } else {
       ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);  // the previous request is done with sQ and sm.l
-      if (tid == 0 && pending.flag != nullptr) sm.pair_done = ptx::atom_add_acq_rel_gpu(pending.flag, 1);
       load_q_dense(p, sm.q, req, m_block, hk, tid, CONSUMER_THREADS);
       ptx::fence_proxy_async_smem();
       ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);
@@ -816,14 +825,6 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     float o[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) o[i] = 0.0f;
-    if (pending.flag != nullptr) {  // the previous request's pair: merged here if its other piece added first
-      consumers_sync();
-      if (sm.pair_done != 0) {
-        merge_pair_out<T, false>(p, o, pending.req, m_block, hk, wg, warp_in_wg, lane, pending.own_slot, pending.other_slot, no_rows, no_rows);
-        if (tid == 0) *pending.flag = 0;  // for the next call: both pieces have counted
-      }
-      pending.flag = nullptr;
-    }
     float l[2] = {0.0f, 0.0f}, m[2] = {M_INIT, M_INIT};
     float s[32];
 
@@ -1045,6 +1046,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           ++trace_pair;
 #endif
         }
+        prefetch_other();
         pipe_pair(blk0, cuda::std::true_type{});
         phase ^= 1;
       }
@@ -1052,6 +1054,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       for (int blk0 = start_blk; blk0 < end_blk; blk0 += 2, phase ^= 1) {
         const int blk1 = blk0 + 1;
         const Pair next = next_pair(p, meta, {req, blk0, end_blk, {}});
+        if (blk0 + 2 >= end_blk) prefetch_other();
         if (wg == 0) {
           compute_s<T>(s, sm, 0, phase, lane, MLA_DENSE_QK0_FIRST > 0 ? MLA_DENSE_QK0_FIRST : NUM_TILES);
           mask_scale<FAST>(s, p, blk0, lane, limit);
@@ -1096,15 +1099,16 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     }
 
     TRACE_REQ(2);
-    const int first_slot = p.num_splits[req];
-    const int slot = first_slot + (req == meta.begin_req_idx ? meta.begin_split_idx : 0);
-    // merge_pairs: a request in exactly two pieces is merged by the piece that finishes second. Its flag
-    // counts the pieces that stored their partial; a piece that finds the other's count there merges at
-    // once, from its registers (the usual case: the second piece ends its part, the first began the
-    // next part). The reading is published to the other consumers by the l exchange's barrier.
-    const bool pair = is_split && p.merge_pairs != 0 && p.num_splits[req + 1] - first_slot == 2;
-    int* const pair_flag = p.merge_flags + (static_cast<long long>(req) * p.h_kv + hk) * p.num_m_blocks + m_block;
-    if (pair && tid == 0) sm.pair_done = ptx::ld_acquire_gpu(pair_flag);
+    // A piece that finds the other's count in the flag merges at once, from its registers; the reading
+    // is published to the other consumers by the l exchange's barrier below.
+    if (pair && tid == 0) {
+      if (MLA_PAIR_SPIN && slot == first_slot) {
+        while (ptx::ld_acquire_gpu(pair_flag) == 0) __nanosleep(256);
+        sm.pair_done = 1;
+      } else {
+        sm.pair_done = ptx::ld_acquire_gpu(pair_flag);
+      }
+    }
     // L = W0's sum + W1's sum (both relative to the final max, which W1 computed last).
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -1122,20 +1126,20 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       L[half] = sm.l[0][r] + sm.l[1][r];
       M[half] = sm.m[r];
     }
-    const int other_slot = slot == first_slot ? first_slot + 1 : first_slot;
     if (pair && sm.pair_done != 0) {
-      merge_pair_out<T, true>(p, o, req, m_block, hk, wg, warp_in_wg, lane, slot, other_slot, L, M);
+      merge_pair_out<T>(p, o, req, m_block, hk, wg, warp_in_wg, lane, slot, other_slot, L, M);
       if (tid == 0) *pair_flag = 0;  // for the next call: both pieces have counted
     } else {
       store_out<T>(p, o, req, m_block, hk, wg, warp_in_wg, lane, is_split, slot, L, M);
-      if (pair && MLA_PAIR_DEFER && req < meta.end_req_idx) {
-        pending = {req, slot, other_slot, pair_flag};
-      } else if (pair) {  // this CTA's last piece: count now, and merge if the other piece counted first
+      if (pair && MLA_PAIR_SPIN) {  // split 1: count and go on (split 0 waits for it)
+        consumers_sync();
+        if (tid == 0) ptx::red_add_release_gpu(pair_flag, 1);
+      } else if (pair) {  // count now, and merge if the other piece counted first
         consumers_sync();  // every consumer's partial stored before thread 0's release
         if (tid == 0) sm.pair_done = ptx::atom_add_acq_rel_gpu(pair_flag, 1);
         consumers_sync();
         if (sm.pair_done != 0) {
-          merge_pair_out<T, true>(p, o, req, m_block, hk, wg, warp_in_wg, lane, slot, other_slot, L, M);
+          merge_pair_out<T>(p, o, req, m_block, hk, wg, warp_in_wg, lane, slot, other_slot, L, M);
           if (tid == 0) *pair_flag = 0;
         }
       }
