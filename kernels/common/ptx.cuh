@@ -546,12 +546,6 @@ __device__ __forceinline__ int atom_add_acq_rel_gpu(int* p, int v) {
   return old;
 }
 
-// red.release.gpu.global.add.u32: adds without returning the old value (the issuing thread does not
-// wait for the atomic), releasing this thread's earlier writes and what its CTA ordered before them.
-__device__ __forceinline__ void red_add_release_gpu(int* p, int v) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-
 // ld.global.cg.v2.f32: two floats from L2, past L1 (another SM's partial, written during this kernel).
 __device__ __forceinline__ float2 ld_cg_f32x2(const float* p) {
   float2 v;

@@ -67,17 +67,10 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 
 // MLA_PAIR_PREFETCH (default 1; 0 for A/B): the piece of a two-piece request that ends its CTA's part
 //   (split 0, usually the second to finish) asks L2 for the other piece's partial (cp.async.bulk.prefetch)
-//   before its last pair of blocks, so the merge's loads after it find it there.
+//   before its last pair of blocks, so the merge's loads after it find it there, and reads the pair's
+//   flag then (its acquire load's latency under that pair, not on the epilogue's path).
 #ifndef MLA_PAIR_PREFETCH
 #define MLA_PAIR_PREFETCH 1
-#endif
-// MLA_PAIR_SPIN (a timing experiment, default 0): the piece of a pair that begins its part (split 1)
-//   never merges: it counts itself with a fire-and-forget red.release and goes on; the piece that ends
-//   its part always merges, waiting for that count if it is not there yet. Relies on the other piece's
-//   CTA being resident or dispatched before this one ends (a grid of at most one CTA per SM, dispatched
-//   in order), which the shipped form does not.
-#ifndef MLA_PAIR_SPIN
-#define MLA_PAIR_SPIN 0
 #endif
 
 // MLA_DENSE_V1R_EARLY (a timing experiment): W1 refills K1's tiles 4-7 as soon as its P1·V1R is done
@@ -549,52 +542,75 @@ __device__ __forceinline__ void store_out(const DenseParams& p, float (&o)[128],
 // itself, from the other piece's partial (o_accum / lse_accum rows of `other_slot`, released by that CTA
 // through merge_flags) and its own O, L and m in registers, with the combine's formula in split order
 // (split_merge.cuh), so the bits are those the combine would write. The partial is read with
-// ld.global.cg: another SM wrote it during this kernel.
-constexpr int PAIR_LOADS = 16;
+// ld.global.cg (another SM wrote it during this kernel) in batches of PAIR_LOADS column pairs, two in
+// flight (two of 16 made seesaw_fast spill 16 bytes):
+// its first form (the lse, then each batch, waited for one after the other) took ~20 k cycles at
+// dense-compute against ~9 k for the plain store (the trace, docs/dense-decode.md §20).
+constexpr int PAIR_LOADS = 8;
+constexpr int PAIR_BATCHES = 2 * 32 / PAIR_LOADS;  // over both halves' 32 column pairs
 template <typename T>
 __device__ __forceinline__ void merge_pair_out(const DenseParams& p, const float (&o)[128], int req, int m_block, int hk, int wg, int warp_in_wg,
                                                int lane, int own_slot, int other_slot, const float (&L)[2], const float (&m)[2]) {
   const bool own_first = own_slot < other_slot;
+  const int col = wg * 256 + 2 * (lane % 4);  // + 8k: the accumulator's column pairs (store_out)
+  bool ok[2];
+  const float* po[2];
+  float other[2];
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int flat = m_block * BLOCK_M + 16 * warp_in_wg + lane / 4 + 8 * half;
-    if (flat >= p.rows_per_kv) continue;
+    ok[half] = flat < p.rows_per_kv;
+    const long long row = (static_cast<long long>(other_slot) * p.h_kv + hk) * p.rows_per_kv + (ok[half] ? flat : 0);
+    po[half] = p.o_accum + row * D_V + col;
+    other[half] = ok[half] ? ptx::ld_cg_f32(p.lse_accum + row) : 0.0f;
+  }
+  // Batch j: half j / (PAIR_BATCHES / 2), column pairs PAIR_LOADS · (j % (PAIR_BATCHES / 2)) onwards.
+  constexpr int PER_HALF = PAIR_BATCHES / 2;
+  auto load = [&](float2 (&v)[PAIR_LOADS], int j) {
+    const int half = j / PER_HALF;
+#pragma unroll
+    for (int k = 0; k < PAIR_LOADS; ++k) v[k] = ok[half] ? ptx::ld_cg_f32x2(po[half] + 8 * (PAIR_LOADS * (j % PER_HALF) + k)) : make_float2(0.0f, 0.0f);
+  };
+  float2 v[2][PAIR_LOADS];
+  load(v[0], 0);
+  load(v[1], 1);
+  float inv[2], sum[2], w[2][FEW_SPLITS];
+  uint16_t* out[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int flat = m_block * BLOCK_M + 16 * warp_in_wg + lane / 4 + 8 * half;
     const int s = flat / p.heads_per_kv, head = hk * p.heads_per_kv + flat % p.heads_per_kv;
-    const long long row_other = (static_cast<long long>(other_slot) * p.h_kv + hk) * p.rows_per_kv + flat;
-    const int col = wg * 256 + 2 * (lane % 4);  // + 8k: the accumulator's column pairs (store_out)
     const bool empty = L[half] == 0.0f;
-    const float inv = empty ? 0.0f : 1.0f / L[half];
+    inv[half] = empty ? 0.0f : 1.0f / L[half];
     const float own = empty ? -INFINITY : __log2f(L[half]) + m[half];  // this piece's lse2, as store_out writes it
-    const float other = ptx::ld_cg_f32(p.lse_accum + row_other);
-    const float lse2[FEW_SPLITS] = {own_first ? own : other, own_first ? other : own, -INFINITY};
-    float sum;
-    const float G = merged_lse2(lse2, sum);
-    float w[FEW_SPLITS];
+    const float lse2[FEW_SPLITS] = {own_first ? own : other[half], own_first ? other[half] : own, -INFINITY};
+    const float G = merged_lse2(lse2, sum[half]);
 #pragma unroll
-    for (int i = 0; i < FEW_SPLITS; ++i) w[i] = exp2f(lse2[i] - G);
-    uint16_t* out = static_cast<uint16_t*>(p.out) + ((static_cast<long long>(req) * p.s_q + s) * p.h_q + head) * D_V + col;
-    const float* po = p.o_accum + row_other * D_V + col;
-    // Half a row's 32 column pairs at a time in flight (all 32 made the plain seesaw kernel spill).
+    for (int i = 0; i < FEW_SPLITS; ++i) w[half][i] = exp2f(lse2[i] - G);
+    out[half] = static_cast<uint16_t*>(p.out) + ((static_cast<long long>(req) * p.s_q + s) * p.h_q + head) * D_V + col;
+    if (ok[half] && wg == 0 && lane % 4 == 0) p.lse[(static_cast<long long>(req) * p.h_q + head) * p.s_q + s] = G * LN2;
+  }
+  auto merge = [&](const float2 (&y)[PAIR_LOADS], int j) {
+    const int half = j / PER_HALF;
+    if (!ok[half]) return;
 #pragma unroll
-    for (int k0 = 0; k0 < 32; k0 += PAIR_LOADS) {
-      float2 v[PAIR_LOADS];
-#pragma unroll
-      for (int k = 0; k < PAIR_LOADS; ++k) v[k] = ptx::ld_cg_f32x2(po + 8 * (k0 + k));
-#pragma unroll
-      for (int k = 0; k < PAIR_LOADS; ++k) {
-        const int i = 2 * half + 4 * (k0 + k);
-        const float2 x = make_float2(o[i] * inv, o[i + 1] * inv);
-        const float2 a = own_first ? x : v[k], b = own_first ? v[k] : x;
-        float2 acc = make_float2(0.0f, 0.0f);
-        if (sum != 0.0f) {  // no key in either piece: 0 (the combine's rule)
-          acc.x += w[0] * a.x, acc.y += w[0] * a.y;
-          acc.x += w[1] * b.x, acc.y += w[1] * b.y;
-          acc.x += w[2] * 0.0f, acc.y += w[2] * 0.0f;  // the combine's empty third slot
-        }
-        *reinterpret_cast<uint32_t*>(out + 8 * (k0 + k)) = ptx::pack2<T>(acc.x, acc.y);
+    for (int k = 0; k < PAIR_LOADS; ++k) {
+      const int c = PAIR_LOADS * (j % PER_HALF) + k, i = 2 * half + 4 * c;
+      const float2 x = make_float2(o[i] * inv[half], o[i + 1] * inv[half]);
+      const float2 a = own_first ? x : y[k], b = own_first ? y[k] : x;
+      float2 acc = make_float2(0.0f, 0.0f);
+      if (sum[half] != 0.0f) {  // no key in either piece: 0 (the combine's rule)
+        acc.x += w[half][0] * a.x, acc.y += w[half][0] * a.y;
+        acc.x += w[half][1] * b.x, acc.y += w[half][1] * b.y;
+        acc.x += w[half][2] * 0.0f, acc.y += w[half][2] * 0.0f;  // the combine's empty third slot
       }
+      *reinterpret_cast<uint32_t*>(out[half] + 8 * c) = ptx::pack2<T>(acc.x, acc.y);
     }
-    if (wg == 0 && lane % 4 == 0) p.lse[(static_cast<long long>(req) * p.h_q + head) * p.s_q + s] = G * LN2;
+  };
+#pragma unroll
+  for (int j = 0; j < PAIR_BATCHES; ++j) {
+    merge(v[j % 2], j);
+    if (j + 2 < PAIR_BATCHES) load(v[j % 2], j + 2);
   }
 }
 
@@ -790,11 +806,13 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     const bool pair = is_split && p.merge_pairs != 0 && p.num_splits[req + 1] - first_slot == 2;
     int* const pair_flag = p.merge_flags + (static_cast<long long>(req) * p.h_kv + hk) * p.num_m_blocks + m_block;
     // Split 0's merge reads split 1's partial: this m-block's rows of it, contiguous, into L2 first.
+    int pair_seen = 0;  // thread 0: the flag as read then (used in the epilogue)
     auto prefetch_other = [&]() {
       if (MLA_PAIR_PREFETCH && pair && slot == first_slot && tid == 0) {
         const int rows = min(BLOCK_M, p.rows_per_kv - m_block * BLOCK_M);
         const long long row0 = (static_cast<long long>(other_slot) * p.h_kv + hk) * p.rows_per_kv + m_block * BLOCK_M;
         ptx::prefetch_l2_bulk(p.o_accum + row0 * D_V, rows * D_V * 4);
+        pair_seen = ptx::ld_acquire_gpu(pair_flag);
       }
     };
 
@@ -1101,14 +1119,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     TRACE_REQ(2);
     // A piece that finds the other's count in the flag merges at once, from its registers; the reading
     // is published to the other consumers by the l exchange's barrier below.
-    if (pair && tid == 0) {
-      if (MLA_PAIR_SPIN && slot == first_slot) {
-        while (ptx::ld_acquire_gpu(pair_flag) == 0) __nanosleep(256);
-        sm.pair_done = 1;
-      } else {
-        sm.pair_done = ptx::ld_acquire_gpu(pair_flag);
-      }
-    }
+    if (pair && tid == 0) sm.pair_done = pair_seen != 0 ? pair_seen : ptx::ld_acquire_gpu(pair_flag);
     // L = W0's sum + W1's sum (both relative to the final max, which W1 computed last).
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -1131,10 +1142,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       if (tid == 0) *pair_flag = 0;  // for the next call: both pieces have counted
     } else {
       store_out<T>(p, o, req, m_block, hk, wg, warp_in_wg, lane, is_split, slot, L, M);
-      if (pair && MLA_PAIR_SPIN) {  // split 1: count and go on (split 0 waits for it)
-        consumers_sync();
-        if (tid == 0) ptx::red_add_release_gpu(pair_flag, 1);
-      } else if (pair) {  // count now, and merge if the other piece counted first
+      if (pair) {  // count now, and merge if the other piece counted first
         consumers_sync();  // every consumer's partial stored before thread 0's release
         if (tid == 0) sm.pair_done = ptx::atom_add_acq_rel_gpu(pair_flag, 1);
         consumers_sync();
