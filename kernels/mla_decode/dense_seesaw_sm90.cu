@@ -72,6 +72,11 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 #ifndef MLA_PAIR_PREFETCH
 #define MLA_PAIR_PREFETCH 1
 #endif
+// MLA_PAIR_LOADS_PIPE (default 16; 8 for A/B): seesaw_pipe's merge loads the other partial 16 column
+//   pairs a batch, two batches in flight (its registers allow it; the other kernels take 8).
+#ifndef MLA_PAIR_LOADS_PIPE
+#define MLA_PAIR_LOADS_PIPE 16
+#endif
 
 // MLA_DENSE_V1R_EARLY (a timing experiment): W1 refills K1's tiles 4-7 as soon as its P1·V1R is done
 // (wgmma_wait<1> behind sP0·V0R), not at the end of the iteration with K0's tiles 4-8; W1's next Q·K1ᵀ
@@ -542,13 +547,11 @@ __device__ __forceinline__ void store_out(const DenseParams& p, float (&o)[128],
 // itself, from the other piece's partial (o_accum / lse_accum rows of `other_slot`, released by that CTA
 // through merge_flags) and its own O, L and m in registers, with the combine's formula in split order
 // (split_merge.cuh), so the bits are those the combine would write. The partial is read with
-// ld.global.cg (another SM wrote it during this kernel) in batches of PAIR_LOADS column pairs, two in
-// flight (two of 16 made seesaw_fast spill 16 bytes):
+// ld.global.cg (another SM wrote it during this kernel) in batches of LOADS column pairs, two in flight
+// (16 in seesaw_pipe, MLA_LOADS_PIPE; 8 in the others, where two of 16 made seesaw_fast spill):
 // its first form (the lse, then each batch, waited for one after the other) took ~20 k cycles at
 // dense-compute against ~9 k for the plain store (the trace, docs/dense-decode.md §20).
-constexpr int PAIR_LOADS = 8;
-constexpr int PAIR_BATCHES = 2 * 32 / PAIR_LOADS;  // over both halves' 32 column pairs
-template <typename T>
+template <typename T, int LOADS>
 __device__ __forceinline__ void merge_pair_out(const DenseParams& p, const float (&o)[128], int req, int m_block, int hk, int wg, int warp_in_wg,
                                                int lane, int own_slot, int other_slot, const float (&L)[2], const float (&m)[2]) {
   const bool own_first = own_slot < other_slot;
@@ -564,14 +567,14 @@ __device__ __forceinline__ void merge_pair_out(const DenseParams& p, const float
     po[half] = p.o_accum + row * D_V + col;
     other[half] = ok[half] ? ptx::ld_cg_f32(p.lse_accum + row) : 0.0f;
   }
-  // Batch j: half j / (PAIR_BATCHES / 2), column pairs PAIR_LOADS · (j % (PAIR_BATCHES / 2)) onwards.
-  constexpr int PER_HALF = PAIR_BATCHES / 2;
-  auto load = [&](float2 (&v)[PAIR_LOADS], int j) {
+  // Batch j: half j / PER_HALF, column pairs LOADS · (j % PER_HALF) onwards.
+  constexpr int PER_HALF = 32 / LOADS, BATCHES = 2 * PER_HALF;
+  auto load = [&](float2 (&v)[LOADS], int j) {
     const int half = j / PER_HALF;
 #pragma unroll
-    for (int k = 0; k < PAIR_LOADS; ++k) v[k] = ok[half] ? ptx::ld_cg_f32x2(po[half] + 8 * (PAIR_LOADS * (j % PER_HALF) + k)) : make_float2(0.0f, 0.0f);
+    for (int k = 0; k < LOADS; ++k) v[k] = ok[half] ? ptx::ld_cg_f32x2(po[half] + 8 * (LOADS * (j % PER_HALF) + k)) : make_float2(0.0f, 0.0f);
   };
-  float2 v[2][PAIR_LOADS];
+  float2 v[2][LOADS];
   load(v[0], 0);
   load(v[1], 1);
   float inv[2], sum[2], w[2][FEW_SPLITS];
@@ -590,12 +593,12 @@ __device__ __forceinline__ void merge_pair_out(const DenseParams& p, const float
     out[half] = static_cast<uint16_t*>(p.out) + ((static_cast<long long>(req) * p.s_q + s) * p.h_q + head) * D_V + col;
     if (ok[half] && wg == 0 && lane % 4 == 0) p.lse[(static_cast<long long>(req) * p.h_q + head) * p.s_q + s] = G * LN2;
   }
-  auto merge = [&](const float2 (&y)[PAIR_LOADS], int j) {
+  auto merge = [&](const float2 (&y)[LOADS], int j) {
     const int half = j / PER_HALF;
     if (!ok[half]) return;
 #pragma unroll
-    for (int k = 0; k < PAIR_LOADS; ++k) {
-      const int c = PAIR_LOADS * (j % PER_HALF) + k, i = 2 * half + 4 * c;
+    for (int k = 0; k < LOADS; ++k) {
+      const int c = LOADS * (j % PER_HALF) + k, i = 2 * half + 4 * c;
       const float2 x = make_float2(o[i] * inv[half], o[i + 1] * inv[half]);
       const float2 a = own_first ? x : y[k], b = own_first ? y[k] : x;
       float2 acc = make_float2(0.0f, 0.0f);
@@ -608,9 +611,9 @@ __device__ __forceinline__ void merge_pair_out(const DenseParams& p, const float
     }
   };
 #pragma unroll
-  for (int j = 0; j < PAIR_BATCHES; ++j) {
+  for (int j = 0; j < BATCHES; ++j) {
     merge(v[j % 2], j);
-    if (j + 2 < PAIR_BATCHES) load(v[j % 2], j + 2);
+    if (j + 2 < BATCHES) load(v[j % 2], j + 2);
   }
 }
 
@@ -1138,7 +1141,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       M[half] = sm.m[r];
     }
     if (pair && sm.pair_done != 0) {
-      merge_pair_out<T>(p, o, req, m_block, hk, wg, warp_in_wg, lane, slot, other_slot, L, M);
+      merge_pair_out<T, PIPE ? MLA_PAIR_LOADS_PIPE : 8>(p, o, req, m_block, hk, wg, warp_in_wg, lane, slot, other_slot, L, M);
       if (tid == 0) *pair_flag = 0;  // for the next call: both pieces have counted
     } else {
       store_out<T>(p, o, req, m_block, hk, wg, warp_in_wg, lane, is_split, slot, L, M);
@@ -1147,7 +1150,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         if (tid == 0) sm.pair_done = ptx::atom_add_acq_rel_gpu(pair_flag, 1);
         consumers_sync();
         if (sm.pair_done != 0) {
-          merge_pair_out<T>(p, o, req, m_block, hk, wg, warp_in_wg, lane, slot, other_slot, L, M);
+          merge_pair_out<T, PIPE ? MLA_PAIR_LOADS_PIPE : 8>(p, o, req, m_block, hk, wg, warp_in_wg, lane, slot, other_slot, L, M);
           if (tid == 0) *pair_flag = 0;
         }
       }

@@ -46,6 +46,32 @@ describeGpu("every kernel on small shapes (the compute-sanitizer suite)", () => 
     }
   });
 
+  test("dense: requests split in two pieces, merged by the seesaw kernels themselves (the merge flags, the other piece's partial), against the CPU reference", () => {
+    // 140 requests of 60-239 tokens over 132 parts: 47 in two pieces.
+    const seqlens = Array.from({ length: 140 }, (_, i) => 60 + ((i * 53) % 180));
+    const host = makeDenseCase({ seed: 45, b: 140, s_q: 2, h_q: 16, h_kv: 1, seqlens, causal: true, dtype: "bf16", extraBlocks: 2 });
+    const c = uploadDenseCase(host);
+    try {
+      const ref = mlaDecodeReference(host);
+      for (const kernel of ["seesaw", "seesaw_fast", "seesaw_pipe"] as const) {
+        const meta = getMlaMetadata();
+        try {
+          for (let round = 0; round < 2; round++) {  // the second round without the combine (the host knows the schedule)
+            const { out, lse } = flashMlaWithKvcache({ ...c, schedMeta: meta, kernel });
+            assertClose(bf16ArrayToF32(out.toHost().host as Uint16Array), ref.outF32, DENSE_OUT_TOL, { name: `${kernel} out, round ${round}`, roundReferenceTo: "bf16" });
+            assertClose(lse.toHost().host as Float32Array, ref.lse.host as Float32Array, DENSE_LSE_TOL, { name: `${kernel} lse, round ${round}` });
+            out.dispose();
+            lse.dispose();
+          }
+        } finally {
+          meta.dispose();
+        }
+      }
+    } finally {
+      c.dispose();
+    }
+  });
+
   test("dense fp32 GPU reference against the CPU reference", () => {
     const host = makeDenseCase({ seed: 50, b: 2, s_q: 1, h_q: 8, h_kv: 2, seqlens: [70, 0], causal: false, dtype: "bf16", extraBlocks: 1 });
     const c = uploadDenseCase(host);
