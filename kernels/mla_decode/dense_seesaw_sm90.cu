@@ -72,11 +72,6 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 #ifndef MLA_PAIR_PREFETCH
 #define MLA_PAIR_PREFETCH 1
 #endif
-// MLA_PAIR_LOADS_PIPE (default 16; 8 for A/B): seesaw_pipe's merge loads the other partial 16 column
-//   pairs a batch, two batches in flight (its registers allow it; the other kernels take 8).
-#ifndef MLA_PAIR_LOADS_PIPE
-#define MLA_PAIR_LOADS_PIPE 16
-#endif
 
 // MLA_DENSE_V1R_EARLY (a timing experiment): W1 refills K1's tiles 4-7 as soon as its P1·V1R is done
 // (wgmma_wait<1> behind sP0·V0R), not at the end of the iteration with K0's tiles 4-8; W1's next Q·K1ᵀ
@@ -547,11 +542,11 @@ __device__ __forceinline__ void store_out(const DenseParams& p, float (&o)[128],
 // itself, from the other piece's partial (o_accum / lse_accum rows of `other_slot`, released by that CTA
 // through merge_flags) and its own O, L and m in registers, with the combine's formula in split order
 // (split_merge.cuh), so the bits are those the combine would write. The partial is read with
-// ld.global.cg (another SM wrote it during this kernel) in batches of LOADS column pairs, two in flight
-// (16 in seesaw_pipe, MLA_LOADS_PIPE; 8 in the others, where two of 16 made seesaw_fast spill):
+// ld.global.cg (another SM wrote it during this kernel) in batches of 8 column pairs, two in flight
+// (two of 16 made seesaw_fast spill, and seesaw_pipe, which did not, 0.8 % slower at dense-compute):
 // its first form (the lse, then each batch, waited for one after the other) took ~20 k cycles at
 // dense-compute against ~9 k for the plain store (the trace, docs/dense-decode.md §20).
-template <typename T, int LOADS>
+template <typename T, int LOADS = 8>
 __device__ __forceinline__ void merge_pair_out(const DenseParams& p, const float (&o)[128], int req, int m_block, int hk, int wg, int warp_in_wg,
                                                int lane, int own_slot, int other_slot, const float (&L)[2], const float (&m)[2]) {
   const bool own_first = own_slot < other_slot;
@@ -1141,7 +1136,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       M[half] = sm.m[r];
     }
     if (pair && sm.pair_done != 0) {
-      merge_pair_out<T, PIPE ? MLA_PAIR_LOADS_PIPE : 8>(p, o, req, m_block, hk, wg, warp_in_wg, lane, slot, other_slot, L, M);
+      merge_pair_out<T>(p, o, req, m_block, hk, wg, warp_in_wg, lane, slot, other_slot, L, M);
       if (tid == 0) *pair_flag = 0;  // for the next call: both pieces have counted
     } else {
       store_out<T>(p, o, req, m_block, hk, wg, warp_in_wg, lane, is_split, slot, L, M);
@@ -1150,7 +1145,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         if (tid == 0) sm.pair_done = ptx::atom_add_acq_rel_gpu(pair_flag, 1);
         consumers_sync();
         if (sm.pair_done != 0) {
-          merge_pair_out<T, PIPE ? MLA_PAIR_LOADS_PIPE : 8>(p, o, req, m_block, hk, wg, warp_in_wg, lane, slot, other_slot, L, M);
+          merge_pair_out<T>(p, o, req, m_block, hk, wg, warp_in_wg, lane, slot, other_slot, L, M);
           if (tid == 0) *pair_flag = 0;
         }
       }
