@@ -528,7 +528,6 @@ __device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepc
 // griddepcontrol.wait: wait until the previous grid has completed and its memory is visible.
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
-
 // ---- GPU-scope synchronization between CTAs (the dense kernels' in-kernel merge of a request's two pieces)
 
 // ld.acquire.gpu.global.b32: a flag another CTA released; what that CTA wrote before it is visible after.
@@ -559,6 +558,7 @@ __device__ __forceinline__ float ld_cg_f32(const float* p) {
   asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
   return v;
 }
+
 // ---- conversions -----------------------------------------------------------------------------------
 
 // cvt.rn.satfinite.e4m3x2.f32: two f32 -> two e4m3 (hi goes to the upper byte). Round to nearest even;
