@@ -179,7 +179,12 @@ static_assert(!(MLA_PIPE_EXP_ISSUE && MLA_PIPE_S0_FIRST), "one seesaw_pipe order
 // events, from lane 0 of each warpgroup's first warp, for the first N pairs of CTA (0, 0, 0) in every
 // launch (the last launch's stay), into mla_trace[warpgroup][pair][event]; scripts/device/traceDense.mjs
 // runs a case and prints the timeline. The events are listed there (EVENTS, by TRACE index).
+// MLA_TRACE_PART=z traces CTA (0, 0, z) instead: part 1 begins with split 1 of a two-piece request at
+// dense-compute, whose count (store, barrier, atomic) CTA 0 never shows.
 #ifdef MLA_TRACE
+#ifndef MLA_TRACE_PART
+#define MLA_TRACE_PART 0
+#endif
 constexpr int TRACE_EVENTS = 16, TRACE_REQS = 8;
 extern "C" {
 __device__ long long mla_trace[2][MLA_TRACE][TRACE_EVENTS];
@@ -750,7 +755,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
   uint32_t q_phase = 0;  // parity of sm.q_full, flips once per request (q_by_tma)
   const bool q_by_tma = MLA_DENSE_Q_TMA && p.q_tma;
 #ifdef MLA_TRACE
-  const bool trace_cta = (blockIdx.x | blockIdx.y | blockIdx.z) == 0;
+  const bool trace_cta = (blockIdx.x | blockIdx.y) == 0 && blockIdx.z == MLA_TRACE_PART;
   int trace_pair = trace_cta ? 0 : MLA_TRACE, trace_req = 0;
   auto trace_req_event = [&](int ev) {
     if (trace_cta && trace_req < TRACE_REQS && wg == 0 && lane == 0 && warp_u == 0) mla_trace_req[trace_req][ev] = clock64();

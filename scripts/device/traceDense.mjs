@@ -4,7 +4,8 @@
 // of a pair to each event over the steady pairs (the first two and the last skipped), then pair 8's
 // raw timeline for both warpgroups on one clock. Run from the project root on the GPU host:
 //   FLASHMLA_KERNEL_DIR=dist/kernels-trace bash .gpu/enter.sh node scripts/device/traceDense.mjs [case] [kernel]
-// (TRACE_JSON=file keeps the raw events)
+// (TRACE_JSON=file keeps the raw events; a build with -DMLA_TRACE_PART=z records CTA (0, 0, z) where this
+// says CTA 0: part 1 at dense-compute begins with split 1 of a two-piece request, docs/dense-decode.md §20)
 // (case: dense-compute (default), dense-compute-mtp, dense-mem-h16, dense-mem-h64, dense-short-h16 or dense-b1, each
 // request at the case's length; kernel: the API's choice for the shape, or any dense_seesaw* name: the
 // pair events are seesaw_pipe's, the per-CTA and per-request ones every seesaw kernel's).
