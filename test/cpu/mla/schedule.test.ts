@@ -47,6 +47,31 @@ test("computeSchedule() satisfies the invariants on 400 seeded random batches", 
   }
 });
 
+test("a request in two pieces ends one part (split 0) and begins the next (split 1), as the seesaw kernels' pair merge expects", () => {
+  // The merge has split 0 prefetch split 1's partial before its last pair: that only pays if split 0 is
+  // its part's last piece and split 1 its part's first. (The merge itself is correct in any order.)
+  const rng = new Rng(99);
+  let pairs = 0;
+  for (let c = 0; c < 200; c++) {
+    const b = rng.int(1, 160);
+    const parts = rng.int(2, 133);
+    const lens = Array.from({ length: b }, () => rng.int(0, 9000));
+    const s = computeSchedule(lens, parts);
+    for (let p = 0; p < parts; p++) {
+      const d = decodePart(s.schedMeta, p);
+      if (d.beginReq >= b) break;
+      for (let r = d.beginReq; r <= d.endReq; r++) {
+        if (s.numSplits[r + 1] - s.numSplits[r] !== 2) continue;
+        const first = r === d.beginReq && d.beginBlock > 0;  // this part holds the request's second piece
+        assert.ok(first || r === d.endReq, `case ${c}: request ${r} in two pieces sits inside part ${p}`);
+        if (first) assert.equal(d.beginSplit, 1, `case ${c}: part ${p} begins with split 1 of request ${r}`);
+        else { assert.ok(d.lastSplitted, `case ${c}: part ${p} ends with split 0 of request ${r}`); pairs++; }
+      }
+    }
+  }
+  assert.ok(pairs > 100, `only ${pairs} pairs drawn`);
+});
+
 test("checkSchedule() catches a block covered twice and a wrong numSplits", () => {
   const lens = [640, 640];
   const s = computeSchedule(lens, 4);
