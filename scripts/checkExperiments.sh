@@ -43,7 +43,7 @@ for i in "${!builds[@]}"; do
   pids+=($!)
 done
 # The device probes (host and device code) include the kernels' headers: they must keep compiling too.
-for probe in gather-probe smem-probe; do
+for probe in gather-probe smem-probe l2-probe; do
   ( nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -c -o "$out/$probe.o" "scripts/device/$probe.cu" > "$out/$probe.log" 2>&1 ||
       { tail -20 "$out/$probe.log"; echo "checkExperiments: scripts/device/$probe.cu does not compile" >&2; exit 1; }
     echo "checkExperiments: ok: scripts/device/$probe.cu" ) &

@@ -124,6 +124,14 @@ __device__ __forceinline__ void bulk_copy_global_to_smem(uint32_t smem_dst, cons
                : "memory");
 }
 
+// The same, multicast: `bytes` land at smem_dst in every CTA of cta_mask, each crediting its own barrier
+// at the offset of `bar` (scripts/device/l2-probe.cu: whether halving L2 reads raises what SMs receive).
+__device__ __forceinline__ void bulk_copy_global_to_smem_multicast(uint32_t smem_dst, const void* src, uint32_t bytes, uint64_t* bar, uint16_t cta_mask) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;" ::"r"(smem_dst),
+               "l"(src), "r"(bytes), "r"(smem_addr(bar)), "h"(cta_mask)
+               : "memory");
+}
+
 // barrier.cluster.arrive.release + wait.acquire: every thread of every CTA of the cluster.
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
