@@ -789,7 +789,9 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       if (warp_u == 0) refill<MC, PIPE && MLA_PIPE_QROPE_REGS>(p, sm, next, g, hk, policy, empty_phase, lane);
     }
   };
-  // All 256 consumers (sm.l_ready is the once-per-request exchange's barrier; here used again).
+  // All 256 consumers meet (sm.l_ready, the once-per-request exchange's barrier below, used again by the
+  // pair merge's count; the exchange keeps its own three lines: written through this helper, and with the
+  // pair condition as one helper shared with piece_needs_combine, every seesaw kernel's SASS changed).
   auto consumers_sync = [&]() {
     ptx::mbarrier_arrive(&sm.l_ready);
     ptx::mbarrier_wait(&sm.l_ready, l_phase);
