@@ -231,6 +231,13 @@ __device__ __forceinline__ void prefetch_tensormap(const void* tmap) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(tmap) : "memory");
 }
 
+// cp.async.bulk.prefetch.tensor.4d.L2: the box tma_load_4d would load, into L2 only, with its cache policy.
+__device__ __forceinline__ void tma_prefetch_4d(const void* tmap, int c0, int c1, int c2, int c3, uint64_t policy) {
+  asm volatile("cp.async.bulk.prefetch.tensor.4d.L2.global.tile.L2::cache_hint [%0, {%1, %2, %3, %4}], %5;" ::"l"(tmap), "r"(c0), "r"(c1), "r"(c2),
+               "r"(c3), "l"(policy)
+               : "memory");
+}
+
 // The same load multicast to every CTA of the cluster in cta_mask: each receives the tile at the same
 // shared-memory offset and its own mbarrier at `bar`'s offset gets the complete_tx.
 __device__ __forceinline__ void tma_load_4d_multicast(void* dst, const void* tmap, uint64_t* bar, int c0, int c1, int c2, int c3,

@@ -180,20 +180,29 @@ static_assert(!(MLA_PIPE_EXP_ISSUE && MLA_PIPE_S0_FIRST), "one seesaw_pipe order
 // launch (the last launch's stay), into mla_trace[warpgroup][pair][event]; scripts/device/traceDense.mjs
 // runs a case and prints the timeline. The events are listed there (EVENTS, by TRACE index).
 // MLA_TRACE_PART=z traces CTA (0, 0, z) instead: part 1 begins with split 1 of a two-piece request at
-// dense-compute, whose count (store, barrier, atomic) CTA 0 never shows.
+// dense-compute-mtp (dense-compute has no split request since the dense scheduler costs a piece 8
+// blocks, docs/dense-decode.md §21), whose count (store, barrier, atomic) CTA 0 never shows.
 #ifdef MLA_TRACE
 #ifndef MLA_TRACE_PART
 #define MLA_TRACE_PART 0
+#endif
+// MLA_TRACE_MB=x traces m-block x (seesaw_mc: rank 1 of the cluster with x = 1).
+#ifndef MLA_TRACE_MB
+#define MLA_TRACE_MB 0
 #endif
 constexpr int TRACE_EVENTS = 16, TRACE_REQS = 8;
 extern "C" {
 __device__ long long mla_trace[2][MLA_TRACE][TRACE_EVENTS];
 // Per request of CTA 0 (first TRACE_REQS), warpgroup 0: clock64 at the request's top, Q loaded, its
-// pairs done, output stored; and per warpgroup {clock64, globaltimer} at the consumer's start and end.
-__device__ long long mla_trace_req[TRACE_REQS][4];
+// pairs done, output stored, then within the epilogue: the l exchange passed, the stores (or the merge)
+// issued; and per warpgroup {clock64, globaltimer} at the consumer's start and end.
+__device__ long long mla_trace_req[TRACE_REQS][6];
 __device__ long long mla_trace_span[2][4];
 // Per CTA (linear index, first 1024): %globaltimer when it starts and when its consumer is done.
 __device__ long long mla_trace_cta[1024][2];
+// seesaw_mc's rank 1 (MLA_TRACE_MB=1), per traced pair and refill group: clock64 before and after its wait
+// for rank 0's release, and 1 (it issued the refill).
+__device__ long long mla_trace_mc[MLA_TRACE][5][3];
 }
 #define TRACE(ev)                                                                               \
   do {                                                                                          \
@@ -215,8 +224,8 @@ struct __align__(1024) Smem {
   float scale1[64];
   float l[2][64];            // final row sums of each warpgroup
   uint64_t kfull[2][NUM_TILES];
-  // Multicast variant only: per refill group (REFILL_*), rank 0's barrier counts the release of the
-  // group by both CTAs of the cluster (one arrival each) before it multicasts the next pair's tiles.
+  // Unused since seesaw_mc's first handover (rank 0 waiting for both releases) was replaced; kept, and
+  // still initialised, so the other kernels' shared-memory layout and SASS stay the measured ones.
   uint64_t kempty[3];
   // MLA_DENSE_WG_MBARRIERS only (unused, and not initialised, otherwise):
   uint64_t wg_free[5];  // per refill group: one arrival per warp of the warpgroup that read it last
@@ -230,6 +239,8 @@ struct __align__(1024) Smem {
   uint64_t pv0r_issued;  // seesaw_pipe: one arrival per W1 warp per pair once it queued sP0·V0R
   uint64_t q_full;       // q_by_tma: the request's nine Q boxes landed (one arrival with their bytes)
   int pair_done;         // merge_pairs: thread 0's reading of a pair's merge flag, for the other consumers
+  // seesaw_mc: per refill group, rank 1's barrier that rank 0's release arrives on.
+  uint64_t mc_free[5];
 };
 constexpr int SMEM_BYTES = sizeof(Smem) + 1024;
 static_assert(SMEM_BYTES <= 232448, "fits the opt-in shared memory of an H100/H200 SM");
@@ -692,11 +703,24 @@ enum : int { REFILL_K1_RIGHT = 3, REFILL_K0_RIGHT_P = 4 };
 // Issues (or, with multicast, releases) refill group g for the pair `next`, called by one whole warp of
 // the releasing warpgroup (warp-uniform, after the warpgroup's named barrier). Without multicast lane 0
 // issues the CTA's own TMA. With multicast (MC: a cluster of the two m-block CTAs of one KV head, which
-// walk the same blocks) each CTA expects the tiles on its own barriers and tells rank 0; rank 0's warp
-// waits until both CTAs released the group, then lane 0 loads each tile once for both (halving the bytes
-// L2 sends to SMs). The wait is a whole-warp loop: in a divergent path ptxas serializes the wgmmas (C7520).
+// walk the same blocks) lane 0 expects the tiles on its CTA's own barriers; rank 0 then arrives on rank
+// 1's mc_free barrier of the group (one-way: nothing comes back, so rank 0 never waits), and rank 1's
+// warp waits on that barrier, locally, and multicasts each tile once for both (each K line read once
+// from L2: in scripts/device/l2-probe.cu the pair of CTAs received 6.2 TB/s, multicast 7.9;
+// docs/dense-decode.md §21). Rank 1 has more to do, so it tends to release second and its wait is
+// short (~80 cycles in the trace). A copy landing before rank 0's expect_tx leaves the barrier's
+// tx-count negative with its arrival pending, so the phase cannot complete early.
+// MLA_MC_PREFETCH (seesaw_mc; default 1): rank 0, which releases each group before rank 1 multicasts
+// it, asks L2 for the group's tiles as it releases them (H200: dense-compute 483.8 against 494.6 µs).
+#ifndef MLA_MC_PREFETCH
+#define MLA_MC_PREFETCH 1
+#endif
 template <bool MC, bool QR = false>
-__device__ __forceinline__ void refill(const DenseParams& p, Smem& sm, const Pair& next, int g, int hk, uint64_t policy, uint32_t& empty_phase, int lane) {
+__device__ __forceinline__ void refill(const DenseParams& p, Smem& sm, const Pair& next, int g, int hk, uint64_t policy, int lane, uint32_t& mc_phase
+#ifdef MLA_TRACE
+                                       , long long* tr
+#endif
+) {
   struct Span { int stage, t0, t1; };
   // Rows 3-4 (REFILL_RIGHT in two parts) are used by MLA_DENSE_V1R_EARLY and seesaw_pipe. QR (seesaw_pipe
   // with MLA_PIPE_QROPE_REGS): sP1 lives in Q's tile 8, so K1's tile 8 goes with tiles 4-7 (row 3, W1's,
@@ -711,20 +735,36 @@ __device__ __forceinline__ void refill(const DenseParams& p, Smem& sm, const Pai
       for (int i = 0; i < 2; ++i) load_tiles(p, sm, next, spans[g][i].stage, spans[g][i].t0, spans[g][i].t1, hk, policy);
     }
   } else {
-    // Both conditions are uniform; the shuffles let ptxas see it (see refill's comment).
-    if (__shfl_sync(0xFFFFFFFFu, next.end_blk, 0) == 0) return;  // no next pair: the two CTAs walk alike, neither arrives
-    const bool leader = __shfl_sync(0xFFFFFFFFu, ptx::cluster_ctarank(), 0) == 0;
+    // Both conditions are uniform; the shuffles let ptxas see it (a branch on the rank made ptxas
+    // serialize the wgmmas).
+    if (__shfl_sync(0xFFFFFFFFu, next.end_blk, 0) == 0) return;  // no next pair: the two CTAs walk alike
+    const bool issuer = __shfl_sync(0xFFFFFFFFu, ptx::cluster_ctarank(), 0) == 1;
     if (lane == 0) {
 #pragma unroll
       for (int i = 0; i < 2; ++i)
         for (int t = spans[g][i].t0; t < spans[g][i].t1; ++t) ptx::mbarrier_arrive_expect_tx(&sm.kfull[spans[g][i].stage][t], TILE_BYTES);
-      // Rank 0's barrier through its cluster address, from either CTA (no branch on the rank here:
-      // one made ptxas serialize the wgmmas).
-      ptx::mbarrier_arrive_remote(ptx::mapa_shared(ptx::smem_addr(&sm.kempty[g]), 0));
     }
-    if (!leader) return;
-    ptx::mbarrier_wait_cluster(&sm.kempty[g], (empty_phase >> g) & 1u);  // the peer is done reading too
-    empty_phase ^= 1u << g;
+    if (!issuer) {
+      if (lane == 0) {
+        ptx::mbarrier_arrive_remote_relaxed(ptx::mapa_shared(ptx::smem_addr(&sm.mc_free[g]), 1));
+        if constexpr (MLA_MC_PREFETCH) {
+#pragma unroll
+          for (int i = 0; i < 2; ++i) {
+            const int stage = spans[g][i].stage, phys = next.phys[stage];
+            for (int t = spans[g][i].t0; t < spans[g][i].t1; ++t) ptx::tma_prefetch_4d(&p.tmap_kv, t * 64, hk, 0, phys, policy);
+          }
+        }
+      }
+      return;
+    }
+#ifdef MLA_TRACE
+    if (lane == 0 && tr != nullptr) tr[0] = clock64();
+#endif
+    ptx::mbarrier_wait_cluster(&sm.mc_free[g], (mc_phase >> g) & 1u);  // rank 0 is done reading too
+    mc_phase ^= 1u << g;
+#ifdef MLA_TRACE
+    if (lane == 0 && tr != nullptr) tr[2] = 1, tr[1] = clock64();
+#endif
     if (lane == 0) {
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
@@ -746,7 +786,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
   const int warp_u = __shfl_sync(0xFFFFFFFFu, warp_in_wg, 0);  // warp-uniform for ptxas (see wg)
   const uint64_t policy = ptx::policy_evict_first();
   uint32_t phase = 0;  // flips once per iteration (pair of blocks) for every barrier
-  uint32_t empty_phase = 0;  // MC, rank 0's releasing threads: parity of each refill group's kempty
+  uint32_t mc_phase = 0;  // seesaw_mc, rank 1's releasing warps: parity of each refill group's mc_free
   // A warpgroup's own barrier (`bar`: BAR_WG0 or BAR_WG1, the same warpgroup as `wg`), and its release of
   // refill group g after which warp 0 refills it for `next`: named barriers, or (MLA_DENSE_WG_MBARRIERS)
   // mbarriers, each completed once per iteration (group) or per use (sync).
@@ -755,7 +795,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
   uint32_t q_phase = 0;  // parity of sm.q_full, flips once per request (q_by_tma)
   const bool q_by_tma = MLA_DENSE_Q_TMA && p.q_tma;
 #ifdef MLA_TRACE
-  const bool trace_cta = (blockIdx.x | blockIdx.y) == 0 && blockIdx.z == MLA_TRACE_PART;
+  const bool trace_cta = blockIdx.x == MLA_TRACE_MB && blockIdx.y == 0 && blockIdx.z == MLA_TRACE_PART;
   int trace_pair = trace_cta ? 0 : MLA_TRACE, trace_req = 0;
   auto trace_req_event = [&](int ev) {
     if (trace_cta && trace_req < TRACE_REQS && wg == 0 && lane == 0 && warp_u == 0) mla_trace_req[trace_req][ev] = clock64();
@@ -776,17 +816,22 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       ptx::named_barrier_sync(bar, 128);
     }
   };
+#ifdef MLA_TRACE
+#define REFILL_TRACE , (MC && trace_pair < MLA_TRACE ? mla_trace_mc[trace_pair][g] : nullptr)
+#else
+#define REFILL_TRACE
+#endif
   auto release_and_refill = [&](uint32_t bar, int g, const Pair& next) {
     if constexpr (MLA_DENSE_WG_MBARRIERS) {
       __syncwarp();
       if (lane == 0) ptx::mbarrier_arrive(&sm.wg_free[g]);
       if (warp_u == 0) {
         ptx::mbarrier_wait(&sm.wg_free[g], phase);
-        refill<MC, PIPE && MLA_PIPE_QROPE_REGS>(p, sm, next, g, hk, policy, empty_phase, lane);
+        refill<MC, PIPE && MLA_PIPE_QROPE_REGS>(p, sm, next, g, hk, policy, lane, mc_phase REFILL_TRACE);
       }
     } else {
       ptx::named_barrier_sync(bar, 128);
-      if (warp_u == 0) refill<MC, PIPE && MLA_PIPE_QROPE_REGS>(p, sm, next, g, hk, policy, empty_phase, lane);
+      if (warp_u == 0) refill<MC, PIPE && MLA_PIPE_QROPE_REGS>(p, sm, next, g, hk, policy, lane, mc_phase REFILL_TRACE);
     }
   };
   // All 256 consumers meet (sm.l_ready, the once-per-request exchange's barrier below, used again by the
@@ -1135,6 +1180,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     ptx::mbarrier_arrive(&sm.l_ready);
     ptx::mbarrier_wait(&sm.l_ready, l_phase);
     l_phase ^= 1;
+    TRACE_REQ(4);
     float L[2], M[2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -1144,9 +1190,11 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     }
     if (pair && sm.pair_done != 0) {
       merge_pair_out<T>(p, o, req, m_block, hk, wg, warp_in_wg, lane, slot, other_slot, L, M);
+      TRACE_REQ(5);
       if (tid == 0) *pair_flag = 0;  // for the next call: both pieces have counted
     } else {
       store_out<T>(p, o, req, m_block, hk, wg, warp_in_wg, lane, is_split, slot, L, M);
+      TRACE_REQ(5);
       if (pair) {  // count now, and merge if the other piece counted first
         consumers_sync();  // every consumer's partial stored before thread 0's release
         if (tid == 0) sm.pair_done = ptx::atom_add_acq_rel_gpu(pair_flag, 1);
@@ -1188,6 +1236,8 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
     for (int s = 0; s < 2; ++s)
       for (int t = 0; t < NUM_TILES; ++t) ptx::mbarrier_init(&sm.kfull[s][t], 1);
     for (int g = 0; g < 3; ++g) ptx::mbarrier_init(&sm.kempty[g], 2);
+    if constexpr (MC)
+      for (int g = 0; g < 5; ++g) ptx::mbarrier_init(&sm.mc_free[g], 1);
 #if MLA_DENSE_WG_MBARRIERS
     for (int g = 0; g < 5; ++g) ptx::mbarrier_init(&sm.wg_free[g], 4);
     for (int w = 0; w < 2; ++w) ptx::mbarrier_init(&sm.wg_sync[w], 128);
@@ -1238,13 +1288,15 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_dense_seesaw_fast_b
 extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_dense_seesaw_fast_fp16_sm90(const __grid_constant__ mla::DenseParams p) {
   dense_seesaw<ptx::fp16_t, true, false>(p);
 }
-// "seesaw_mc": seesaw_fast with the K tiles of each pair multicast by TMA to the two m-block CTAs of a
-// (2, 1, 1) cluster (grid x = m-blocks, even). Written without GPU access; selectable until measured.
+// "seesaw_mc": seesaw_pipe with the K tiles of each pair multicast by TMA to the two m-block CTAs of a
+// (2, 1, 1) cluster (grid x = m-blocks, even), each refill issued by rank 1 once rank 0 has released it
+// too (refill). Experimental: the same outputs as seesaw_pipe, bit for bit, 2.9 % slower at dense-compute
+// on the H200 (474.8 against 461.3 µs; docs/dense-decode.md §21).
 extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_dense_seesaw_mc_bf16_sm90(const __grid_constant__ mla::DenseParams p) {
-  dense_seesaw<ptx::bf16_t, true, true>(p);
+  dense_seesaw<ptx::bf16_t, true, true, true>(p);
 }
 extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_dense_seesaw_mc_fp16_sm90(const __grid_constant__ mla::DenseParams p) {
-  dense_seesaw<ptx::fp16_t, true, true>(p);
+  dense_seesaw<ptx::fp16_t, true, true, true>(p);
 }
 // "seesaw_pipe": seesaw_fast with FlashMLA's rotated loop (see consumer, PIPE; docs/dense-decode.md §9-10),
 // the API's choice for compute-bound shapes. W1 sums its Q·K1ᵀ tiles in another order and the exponent is

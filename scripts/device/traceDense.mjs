@@ -5,7 +5,8 @@
 // raw timeline for both warpgroups on one clock. Run from the project root on the GPU host:
 //   FLASHMLA_KERNEL_DIR=dist/kernels-trace bash .gpu/enter.sh node scripts/device/traceDense.mjs [case] [kernel]
 // (TRACE_JSON=file keeps the raw events; a build with -DMLA_TRACE_PART=z records CTA (0, 0, z) where this
-// says CTA 0: part 1 at dense-compute begins with split 1 of a two-piece request, docs/dense-decode.md §20)
+// says CTA 0: part 1 at dense-compute-mtp begins with split 1 of a two-piece request, docs/dense-decode.md §20)
+// (MLA_TRACE_MB=x: m-block x instead of 0, e.g. seesaw_mc's rank 1)
 // (case: dense-compute (default), dense-compute-mtp, dense-mem-h16, dense-mem-h64, dense-short-h16 or dense-b1, each
 // request at the case's length; kernel: the API's choice for the shape, or any dense_seesaw* name: the
 // pair events are seesaw_pipe's, the per-CTA and per-request ones every seesaw kernel's).
@@ -112,13 +113,26 @@ const cyc = Number(span[2] - span[0]), ns = Number(span[3] - span[1]);
 console.log(`CTA 0 consumer: ${cyc} cycles in ${(ns / 1000).toFixed(1)} µs: SM clock ${(cyc / ns).toFixed(3)} GHz`);
 const req = new BigInt64Array(decodeKernels(0).seesawPipeBf16.module.readGlobal("mla_trace_req").slice().buffer);
 let inPairs = 0;
-for (let r = 0; r < req.length / 4 && req[4 * r] !== 0n; r++) {
-  const e = [0, 1, 2, 3].map((i) => Number(req[4 * r + i] - span[0]));
-  const next = r + 1 < req.length / 4 && req[4 * (r + 1)] !== 0n ? Number(req[4 * (r + 1)] - span[0]) : cyc;
+const RE = 6;  // events per request (mla_trace_req)
+for (let r = 0; r < req.length / RE && req[RE * r] !== 0n; r++) {
+  const e = [0, 1, 2, 3, 4, 5].map((i) => Number(req[RE * r + i] - span[0]));
+  const next = r + 1 < req.length / RE && req[RE * (r + 1)] !== 0n ? Number(req[RE * (r + 1)] - span[0]) : cyc;
   inPairs += e[2] - e[1];
-  console.log(`  request ${r}: top at ${e[0]}, Q load ${e[1] - e[0]}, pairs ${e[2] - e[1]}, l exchange + store ${e[3] - e[2]}, to the next top ${next - e[3]} cycles`);
+  console.log(`  request ${r}: top at ${e[0]}, Q load ${e[1] - e[0]}, pairs ${e[2] - e[1]}, l exchange + store ${e[3] - e[2]} (l exchange ${e[4] - e[2]}, stores or merge issued ${e[5] - e[4]}), to the next top ${next - e[3]} cycles`);
 }
 console.log(`  in pairs: ${((100 * inPairs) / cyc).toFixed(1)} % of the consumer's cycles`);
+// seesaw_mc's rank 1 (a build with MLA_TRACE_MB=1): per refill group, its wait for rank 0's release
+// before it multicasts the refill.
+if (kernel === "dense_seesaw_mc") {
+  const mc = new BigInt64Array(decodeKernels(0).seesawPipeBf16.module.readGlobal("mla_trace_mc").slice().buffer);
+  const GROUPS = ["K0 left (W0)", "K1 left (W0)", "right (unused in pipe)", "K1 right (W1)", "K0 right + sP0 (W1)"];
+  GROUPS.forEach((name, g) => {
+    const rows = steady.map((p) => [0, 1, 2].map((i) => mc[(p * GROUPS.length + g) * 3 + i])).filter((r) => r[0] !== 0n);
+    if (rows.length === 0) return;
+    const issued = rows.filter((r) => (r[2] & 1n) === 1n).length;
+    console.log(`  mc ${name}: issued ${issued} of ${rows.length} refills; waited ${median(rows.map((r) => Number(r[1] - r[0])))} cycles for rank 0 (median)`);
+  });
+}
 if (process.env.TRACE_JSON) {
   const fs = await import("node:fs");
   fs.writeFileSync(process.env.TRACE_JSON, JSON.stringify({ caseName, kernel, pairs: last, events: Array.from(t, Number), span: Array.from(span, Number), req: Array.from(req, Number) }));

@@ -62,7 +62,7 @@ export const BENCH_KERNELS: Readonly<Record<string, BenchKernel>> = Object.freez
   },
   dense_seesaw_mc: {
     name: "dense_seesaw_mc",
-    description: "flashMlaWithKvcache, kernel \"seesaw_mc\": seesaw_fast with each K tile multicast by TMA to the two m-block CTAs of a cluster (odd m-block counts run seesaw_fast); experimental: correct on the H200 but 27 % slower (721 vs 566 µs at dense-compute)",
+    description: "flashMlaWithKvcache, kernel \"seesaw_mc\": seesaw_pipe with each K tile multicast by TMA to the two m-block CTAs of a cluster, issued by rank 1 once both CTAs freed it (odd m-block counts run seesaw_pipe); experimental: 2.9 % slower than seesaw_pipe at dense-compute (H200)",
     kinds: ["dense"],
     run: (args: FlashMlaWithKvcacheArgs) => flashMlaWithKvcache({ ...args, kernel: "seesaw_mc" }),
   },

@@ -16,7 +16,7 @@ export interface DecodeKernels {
   seesawFp16: Kernel;
   seesawFastBf16: Kernel;
   seesawFastFp16: Kernel;
-  /** seesaw_fast with the K tiles multicast to the two m-block CTAs of a (2, 1, 1) cluster. */
+  /** seesaw_pipe with the K tiles multicast to the two m-block CTAs of a (2, 1, 1) cluster. */
   seesawMcBf16: Kernel;
   seesawMcFp16: Kernel;
   seesawPipeBf16: Kernel;

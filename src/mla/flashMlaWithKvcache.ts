@@ -54,8 +54,9 @@ export interface FlashMlaWithKvcacheArgs {
    * Which dense main kernel runs: "seesaw_fast" (two warpgroups sharing one online softmax, FlashMLA's
    * schedule, with warp-uniform fast paths: no masking in full blocks, no rescale by exactly 1; its
    * outputs are bit-identical to "seesaw"), "seesaw" (the same without the fast paths), "seesaw_mc"
-   * (seesaw_fast whose two m-block CTAs of a KV head form a cluster and receive each K tile by one TMA
-   * multicast; where the m-block count is odd it runs seesaw_fast; correct on the H200, 27 % slower),
+   * (experimental: seesaw_pipe whose two m-block CTAs of a KV head form a cluster and receive each K
+   * tile by one TMA multicast, issued by rank 1 once rank 0 has freed the tile too; same bits as seesaw_pipe; where
+   * the m-block count is odd it runs seesaw_pipe),
    * "seesaw_pipe" (seesaw_fast with FlashMLA's rotated loop: each warpgroup queues its next Q·Kᵀ behind
    * its last P·V; may differ from seesaw_fast in the last bits), "h16" (experimental, at most 16 rows per
    * KV head: the block's tokens as wgmma's M and the rows as N, a quarter of the seesaw's tensor work;
@@ -336,10 +337,10 @@ export function flashMlaWithKvcache(args: FlashMlaWithKvcacheArgs): FlashMlaResu
     const main = q.dtype === "bf16" ? k.h16Bf16 : k.h16Fp16;
     main.launch({ grid, block: 128, sharedMemBytes: k.h16SmemBytes, stream }, [{ kind: "bytes", value: params }]);
   } else if (kernel !== "v1") {
-    // seesaw, seesaw_pipe, seesaw_fast, and seesaw_mc where the m-block count is odd (it runs seesaw_fast).
+    // seesaw, seesaw_pipe, seesaw_fast, and seesaw_mc where the m-block count is odd (it runs seesaw_pipe).
     const bf16 = q.dtype === "bf16";
-    const main =
-      kernel === "seesaw" ? (bf16 ? k.seesawBf16 : k.seesawFp16) : kernel === "seesaw_pipe" ? (bf16 ? k.seesawPipeBf16 : k.seesawPipeFp16) : bf16 ? k.seesawFastBf16 : k.seesawFastFp16;
+    const pipe = kernel === "seesaw_pipe" || kernel === "seesaw_mc";
+    const main = kernel === "seesaw" ? (bf16 ? k.seesawBf16 : k.seesawFp16) : pipe ? (bf16 ? k.seesawPipeBf16 : k.seesawPipeFp16) : bf16 ? k.seesawFastBf16 : k.seesawFastFp16;
     main.launch({ grid, block: 256, sharedMemBytes: k.seesawSmemBytes, stream }, [{ kind: "bytes", value: params }]);
   } else {
     const main = q.dtype === "bf16" ? k.denseBf16 : k.denseFp16;

@@ -16,9 +16,10 @@ import { makeDenseCaseGpu, runDenseKernel, uploadDenseCase, type GpuDenseCase } 
 const run = (c: GpuDenseCase, _stream: undefined, kernel: DenseKernelName) => runDenseKernel(c, kernel);
 
 describeGpu("seesaw_mc (experimental: K tiles multicast within 2-CTA clusters)", () => {
-  test("seesaw_mc (K tiles multicast within 2-CTA clusters) gives bit-identical outputs to seesaw_fast", () => {
+  test("seesaw_mc (K tiles multicast within 2-CTA clusters) gives bit-identical outputs to seesaw_pipe", () => {
     // Even m-block counts use the clusters (h_q 128 at s_q 1 and 2, h_q 64 at s_q 2, h_kv 2 with 128
-    // heads); odd ones (h_q 64, s_q 1) fall back to seesaw_fast. Splits, empty requests, causal tails.
+    // heads); odd ones (h_q 64, s_q 1) fall back to seesaw_pipe. Splits, empty requests, causal tails,
+    // two-piece requests (merged in the kernel), a long request over every SM.
     const specs = [
       { b: 16, s_q: 1, h_q: 128, h_kv: 1, mean: 3000, dtype: "bf16" },
       { b: 7, s_q: 2, h_q: 128, h_kv: 1, mean: 2500, dtype: "bf16" },
@@ -29,7 +30,7 @@ describeGpu("seesaw_mc (experimental: K tiles multicast within 2-CTA clusters)",
     ] as const;
     for (const [i, spec] of specs.entries()) {
       const c = makeDenseCaseGpu({ seed: 9200 + i, b: spec.b, s_q: spec.s_q, h_q: spec.h_q, h_kv: spec.h_kv, seqlens: { mean: spec.mean, varlen: spec.b > 1, zeroFraction: spec.b > 1 ? 0.1 : 0 }, causal: true, dtype: spec.dtype });
-      const a = run(c, undefined, "seesaw_fast");
+      const a = run(c, undefined, "seesaw_pipe");
       const f = run(c, undefined, "seesaw_mc");
       try {
         assert.deepEqual(f.out.toHost().host, a.out.toHost().host, `out differs (${JSON.stringify(spec)})`);
