@@ -8,7 +8,7 @@ export { getMlaMetadata, MlaSchedMeta, type MlaSchedConfig } from "./mla/MlaSche
 export { mlaDecodeReference, type MlaDecodeReferenceArgs, type MlaDecodeReferenceOptions, type MlaDecodeReferenceResult } from "./mla/mlaDecodeReference.js";
 export { mlaDecodeReferenceGpu } from "./mla/mlaDecodeReferenceGpu.js";
 export { quantizeKvCacheFp8, writeKvCacheFp8, type WriteKvCacheFp8Args } from "./mla/kvCacheFp8Gpu.js";
-export { computeSchedule, checkSchedule, numSmPartsDense, type Schedule } from "./mla/schedule.js";
+export { computeSchedule, checkSchedule, numSmPartsDense, DENSE_SCHED_FIXED_OVERHEAD, SCHED_FIXED_OVERHEAD, type Schedule } from "./mla/schedule.js";
 export * from "./runtime/index.js";
 export * from "./numeric/index.js";
 export { ArgumentError } from "./errors/ArgumentError.js";

@@ -15,12 +15,6 @@ constexpr int D_V = 512;
 constexpr int PAGE_BLOCK_SIZE = 64;
 constexpr int BLOCK_M = 64;        // query rows per CTA tile
 constexpr int BLOCK_N = 64;        // KV tokens per step (one page)
-// FlashMLA's per-piece cost, in blocks, when balancing parts. MLA_SCHED_FIXED_OVERHEAD overrides it for
-// timing only (src/mla/schedule.ts, the CPU twin the tests compare with, keeps 5).
-#ifndef MLA_SCHED_FIXED_OVERHEAD
-#define MLA_SCHED_FIXED_OVERHEAD 5
-#endif
-constexpr int SCHED_FIXED_OVERHEAD = MLA_SCHED_FIXED_OVERHEAD;
 constexpr int SCHED_META_INTS = 8;       // ints per SM part record
 // MLA_PDL_EARLY_UNSPLIT (default 1; 0 builds the previous form for A/B timing): a main-kernel CTA none of
 // whose pieces is split lets the combine launch at its start, and the combine's CTAs of unsplit requests
@@ -56,6 +50,9 @@ struct SchedParams {
   int max_len;               // > 0: lengths are clamped to [0, max_len] (sparse: topk); 0: no clamp
   int max_valid_len;         // > 0 (dense: 64 * max_blocks_per_seq): lengths outside [0, it] are errors,
                              // scheduled as empty (length 0)
+  int fixed_overhead;        // >= 1: what a piece costs beyond its blocks, in blocks, when balancing parts
+                             // (src/mla/schedule.ts: FlashMLA's 5 for sparse, 8 for our dense kernels)
+  int pad0;
 };
 
 // The device-side error record (MlaSchedMeta.checkErrors reads it): the first problem found since it was
@@ -226,7 +223,7 @@ struct SparseRefParams {
   M(T, q) M(T, kv) M(T, indices) M(T, topk_length) M(T, attn_sink) M(T, out) M(T, lse) M(T, kv_block_stride)      \
   M(T, b) M(T, s_q) M(T, h_q) M(T, topk) M(T, page_block_size) M(T, num_slots) M(T, softmax_scale)
 #define MLA_OFFSETS_SCHED(T, M) \
-  M(T, cache_seqlens) M(T, sched_meta) M(T, num_splits) M(T, seqlens_used) M(T, errors) M(T, b) M(T, num_sm_parts) M(T, max_len) M(T, max_valid_len)
+  M(T, cache_seqlens) M(T, sched_meta) M(T, num_splits) M(T, seqlens_used) M(T, errors) M(T, b) M(T, num_sm_parts) M(T, max_len) M(T, max_valid_len) M(T, fixed_overhead)
 #define MLA_OFFSETS_FP8W(T, M)                                                                            \
   M(T, kv) M(T, slot_mapping) M(T, cache) M(T, kv_stride) M(T, cache_block_stride) M(T, num_tokens) M(T, page_block_size) M(T, num_slots)
 #define MLA_OFFSETS_REF(T, M)                                                                             \

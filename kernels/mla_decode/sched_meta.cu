@@ -2,7 +2,7 @@
 // loop never waits for the host. src/mla/schedule.ts is the CPU twin: same algorithm, same records.
 //
 // The KV blocks (64 tokens) of all requests are cut into num_sm_parts contiguous pieces of roughly equal
-// cost, where every piece also pays a fixed overhead of SCHED_FIXED_OVERHEAD blocks (prologue, Q load,
+// cost, where every piece also pays a fixed overhead of p.fixed_overhead blocks (prologue, Q load,
 // epilogue, combine). An empty request still costs one block, so it gets a CTA that writes out = 0 and
 // lse = +inf.
 #include "params.h"
@@ -49,7 +49,7 @@ extern "C" __global__ void __launch_bounds__(32) mla_sched_meta(const __grid_con
     int used;
     if (checked_length(p, i, used) != mla::ERR_NONE) first_bad = min(first_bad, i);
     if (p.seqlens_used != nullptr) p.seqlens_used[i] = used;
-    total += num_kv_blocks(used) + mla::SCHED_FIXED_OVERHEAD;
+    total += num_kv_blocks(used) + p.fixed_overhead;
   }
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) {
@@ -67,7 +67,7 @@ extern "C" __global__ void __launch_bounds__(32) mla_sched_meta(const __grid_con
     p.errors[4] = p.max_valid_len;
   }
 
-  const long long payload = (total + p.num_sm_parts - 1) / p.num_sm_parts + mla::SCHED_FIXED_OVERHEAD;
+  const long long payload = (total + p.num_sm_parts - 1) / p.num_sm_parts + p.fixed_overhead;
   int req = 0, blk = 0, split = 0, cum = 0;
   p.num_splits[0] = 0;
   for (int part = 0; part < p.num_sm_parts; ++part) {
@@ -87,15 +87,15 @@ extern "C" __global__ void __launch_bounds__(32) mla_sched_meta(const __grid_con
     while (req < p.b) {
       const int nblk = num_kv_blocks(length_of(p, req));
       const long long rest = nblk - blk;
-      if (rest + mla::SCHED_FIXED_OVERHEAD <= budget) {
-        budget -= rest + mla::SCHED_FIXED_OVERHEAD;
+      if (rest + p.fixed_overhead <= budget) {
+        budget -= rest + p.fixed_overhead;
         cum += split + 1;
         p.num_splits[req + 1] = cum;
         last_full_req = req;
         ++req, blk = 0, split = 0;
       } else {
-        if (budget - mla::SCHED_FIXED_OVERHEAD > 0) {
-          blk += static_cast<int>(budget - mla::SCHED_FIXED_OVERHEAD);
+        if (budget - p.fixed_overhead > 0) {
+          blk += static_cast<int>(budget - p.fixed_overhead);
           ++split;
         }
         break;

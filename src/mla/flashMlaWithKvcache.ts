@@ -8,7 +8,7 @@ import { decodeKernels } from "./decodeKernels.js";
 import { DEVICE_ERROR_WORDS, MlaSchedMeta, type MlaSchedConfig } from "./MlaSchedMeta.js";
 import { D_V, DenseParamsStruct, SchedParamsStruct } from "./params.js";
 import { launchCombine } from "./launchCombine.js";
-import { numSmPartsDense, numSplitSlots } from "./schedule.js";
+import { DENSE_SCHED_FIXED_OVERHEAD, numSmPartsDense, numSplitSlots } from "./schedule.js";
 import { decodeOutputs, deviceOrdinalOf } from "./decodeOutputs.js";
 import { isSparseCall } from "./sparseArgs.js";
 import { sparseDecodeGpu, type SparseDecodeOptions } from "./sparseDecodeGpu.js";
@@ -198,6 +198,8 @@ function initSchedMeta(meta: MlaSchedMeta, config: MlaSchedConfig, shape: DenseS
     num_sm_parts: parts,
     max_len: 0,
     max_valid_len: DENSE_PAGE_BLOCK_SIZE * shape.max_blocks_per_seq,
+    fixed_overhead: DENSE_SCHED_FIXED_OVERHEAD,
+    pad0: 0,
   });
   k.sched.launch({ grid: 1, block: 32, stream }, [{ kind: "bytes", value: params }]);
   meta.probeSplits(stream);

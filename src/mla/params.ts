@@ -14,6 +14,8 @@ export const SchedParamsStruct = new CStruct("SchedParams", [
   ["num_sm_parts", "i32"],
   ["max_len", "i32"],
   ["max_valid_len", "i32"],
+  ["fixed_overhead", "i32"],
+  ["pad0", "i32"],
 ] as const);
 
 export const DenseParamsStruct = new CStruct(

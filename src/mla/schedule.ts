@@ -6,8 +6,19 @@
 import { ArgumentError } from "../errors/ArgumentError.js";
 
 export const BLOCK_N = 64;
-/** Each piece of work also costs this many blocks (prologue, Q load, epilogue, combine). */
+/**
+ * Each piece of work also costs this many blocks (prologue, Q load, epilogue, combine) when the parts
+ * are balanced: FlashMLA's value, which the sparse path keeps.
+ */
 export const SCHED_FIXED_OVERHEAD = 5;
+/**
+ * The dense path's per-piece cost. Traced on the H200 at dense-compute (docs/dense-decode.md §21): a
+ * part of 248 blocks in three pieces took 797 k cycles and one of 253 blocks in two 787 k, so a piece
+ * costs ~24 k cycles, ~8 blocks of ~2.9 k (the Q load, the epilogue, and the merge or the combine of
+ * the split request's partials). With 5, 62 of dense-compute's 128 requests were cut in two; with 8
+ * none is (two whole requests a part, 64 parts), and the call takes 454 µs against 466.
+ */
+export const DENSE_SCHED_FIXED_OVERHEAD = 8;
 /** int32 per SM-part record. */
 export const SCHED_META_INTS = 8;
 
@@ -87,13 +98,24 @@ export function numSplitSlots(b: number, numSmParts: number): number {
   return b + numSmParts;
 }
 
-export function computeSchedule(cacheSeqlens: ArrayLike<number>, numSmParts: number): Schedule {
+/**
+ * Cuts the requests' KV blocks into `numSmParts` parts of about equal cost, where every piece also costs
+ * `fixedOverhead` blocks (the scheduler kernel's algorithm and records).
+ *
+ * @param fixedOverhead - per-piece cost in blocks, an integer >= 1: SCHED_FIXED_OVERHEAD (FlashMLA's,
+ *   the sparse path's; the default) or DENSE_SCHED_FIXED_OVERHEAD (what flashMlaWithKvcache's dense
+ *   path schedules with).
+ */
+export function computeSchedule(cacheSeqlens: ArrayLike<number>, numSmParts: number, fixedOverhead: number = SCHED_FIXED_OVERHEAD): Schedule {
+  if (!Number.isSafeInteger(fixedOverhead) || fixedOverhead < 1) {
+    throw new ArgumentError("computeSchedule", "fixedOverhead", "an integer >= 1", String(fixedOverhead));
+  }
   const b = cacheSeqlens.length;
   const schedMeta = new Int32Array(numSmParts * SCHED_META_INTS);
   const numSplits = new Int32Array(b + 1);
   let total = 0;
-  for (let i = 0; i < b; i++) total += numKvBlocks(cacheSeqlens[i]) + SCHED_FIXED_OVERHEAD;
-  const payload = Math.ceil(total / numSmParts) + SCHED_FIXED_OVERHEAD;
+  for (let i = 0; i < b; i++) total += numKvBlocks(cacheSeqlens[i]) + fixedOverhead;
+  const payload = Math.ceil(total / numSmParts) + fixedOverhead;
   let req = 0, blk = 0, split = 0, cum = 0;
   for (let part = 0; part < numSmParts; part++) {
     const rec = schedMeta.subarray(part * SCHED_META_INTS, (part + 1) * SCHED_META_INTS);
@@ -109,15 +131,15 @@ export function computeSchedule(cacheSeqlens: ArrayLike<number>, numSmParts: num
     let lastFullReq = -1;
     while (req < b) {
       const rest = numKvBlocks(cacheSeqlens[req]) - blk;
-      if (rest + SCHED_FIXED_OVERHEAD <= budget) {
-        budget -= rest + SCHED_FIXED_OVERHEAD;
+      if (rest + fixedOverhead <= budget) {
+        budget -= rest + fixedOverhead;
         cum += split + 1;
         numSplits[req + 1] = cum;
         lastFullReq = req;
         req++, blk = 0, split = 0;
       } else {
-        if (budget - SCHED_FIXED_OVERHEAD > 0) {
-          blk += budget - SCHED_FIXED_OVERHEAD;
+        if (budget - fixedOverhead > 0) {
+          blk += budget - fixedOverhead;
           split++;
         }
         break;

@@ -6,7 +6,7 @@ import { decodeOutputs, deviceOrdinalOf } from "./decodeOutputs.js";
 import type { FlashMlaResult, FlashMlaWithKvcacheArgs } from "./flashMlaWithKvcache.js";
 import { SchedParamsStruct, SparseParamsStruct } from "./params.js";
 import { launchCombine } from "./launchCombine.js";
-import { numSmPartsSparse, numSplitSlots } from "./schedule.js";
+import { numSmPartsSparse, numSplitSlots, SCHED_FIXED_OVERHEAD } from "./schedule.js";
 import { validateSparseArgs } from "./sparseArgs.js";
 
 const FN = "sparseDecodeGpu";
@@ -128,7 +128,7 @@ export function sparseDecodeGpu(args: FlashMlaWithKvcacheArgs, opts: SparseDecod
     });
     const lengths = args.topkLength?.ptr ?? meta.lengths!.ptr;
     // Sparse lengths are clamped to [0, topk] (FlashMLA's topk_length rule), never errors.
-    const sched = SchedParamsStruct.pack({ cache_seqlens: lengths, sched_meta: meta.schedMeta!.ptr, num_splits: meta.numSplits!.ptr, seqlens_used: 0n, errors: 0n, b: shape.b, num_sm_parts: parts, max_len: shape.topk, max_valid_len: 0 });
+    const sched = SchedParamsStruct.pack({ cache_seqlens: lengths, sched_meta: meta.schedMeta!.ptr, num_splits: meta.numSplits!.ptr, seqlens_used: 0n, errors: 0n, b: shape.b, num_sm_parts: parts, max_len: shape.topk, max_valid_len: 0, fixed_overhead: SCHED_FIXED_OVERHEAD, pad0: 0 });
     k.sched.launch({ grid: 1, block: 32, stream }, [{ kind: "bytes", value: sched }]);
     meta.probeSplits(stream);
     meta.config = shape.config;

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { checkSchedule, computeSchedule, decodePart, numKvBlocks, numSmPartsDense } from "../../../src/mla/schedule.js";
+import { checkSchedule, computeSchedule, decodePart, DENSE_SCHED_FIXED_OVERHEAD, numKvBlocks, numSmPartsDense, SCHED_FIXED_OVERHEAD } from "../../../src/mla/schedule.js";
 import { combineRowsPerCta, COMBINE_MAX_ROWS_PER_CTA } from "../../../src/mla/launchCombine.js";
 import { Rng } from "../../../src/numeric/random.js";
 
@@ -35,15 +35,38 @@ test("computeSchedule() with more parts than work leaves trailing parts unused",
   assert.equal(p15.beginReq, 1);
 });
 
-test("computeSchedule() satisfies the invariants on 400 seeded random batches", () => {
+test("computeSchedule() satisfies the invariants on 400 seeded random batches, at each path's fixed overhead and others", () => {
   const rng = new Rng(1234);
   for (let c = 0; c < 400; c++) {
     const b = rng.int(1, 200);
     const parts = rng.int(1, 140);
     const mean = [1, 64, 500, 4096, 40000][rng.int(0, 5)];
+    const overhead = [SCHED_FIXED_OVERHEAD, DENSE_SCHED_FIXED_OVERHEAD, 1, 12][c % 4];
     const lens = Array.from({ length: b }, () => (rng.uniform() < 0.2 ? 0 : Math.max(1, Math.round(mean * (0.5 + rng.uniform())))));
-    const s = computeSchedule(lens, parts);
-    assert.doesNotThrow(() => checkSchedule(lens, s, parts), `case ${c}: b=${b} parts=${parts} mean=${mean}`);
+    const s = computeSchedule(lens, parts, overhead);
+    assert.doesNotThrow(() => checkSchedule(lens, s, parts), `case ${c}: b=${b} parts=${parts} mean=${mean} overhead=${overhead}`);
+  }
+});
+
+test("the dense path's fixed overhead gives dense-compute's 128 requests of 128 blocks two whole requests a part", () => {
+  // FlashMLA's 5 cut 62 of them in two (248 blocks and three pieces in most parts); at 8 a piece's real
+  // cost in our kernel (docs/dense-decode.md §21), 64 parts hold two each and two parts stay empty.
+  const lens = Array(128).fill(8192);
+  const five = computeSchedule(lens, 66);
+  assert.equal(Array.from({ length: 128 }, (_, r) => five.numSplits[r + 1] - five.numSplits[r]).filter((n) => n === 2).length, 62);
+  const dense = computeSchedule(lens, 66, DENSE_SCHED_FIXED_OVERHEAD);
+  checkSchedule(lens, dense, 66);
+  assert.equal(dense.numSplits[128], 128, "no request split");
+  for (let p = 0; p < 66; p++) {
+    const d = decodePart(dense.schedMeta, p);
+    if (p < 64) assert.deepEqual([d.beginReq, d.endReq], [2 * p, 2 * p + 1], `part ${p}`);
+    else assert.ok(d.beginReq >= 128, `part ${p} unused`);
+  }
+});
+
+test("computeSchedule() rejects a fixed overhead that is not an integer >= 1", () => {
+  for (const bad of [0, -5, 2.5, Number.NaN]) {
+    assert.throws(() => computeSchedule([100], 4, bad), (e: Error) => /fixedOverhead/.test(e.message) && e.message.includes(String(bad)), `overhead ${bad}`);
   }
 });
 
@@ -56,7 +79,7 @@ test("a request in two pieces ends one part (split 0) and begins the next (split
     const b = rng.int(1, 160);
     const parts = rng.int(2, 133);
     const lens = Array.from({ length: b }, () => rng.int(0, 9000));
-    const s = computeSchedule(lens, parts);
+    const s = computeSchedule(lens, parts, c % 2 === 0 ? SCHED_FIXED_OVERHEAD : DENSE_SCHED_FIXED_OVERHEAD);
     for (let p = 0; p < parts; p++) {
       const d = decodePart(s.schedMeta, p);
       if (d.beginReq >= b) break;

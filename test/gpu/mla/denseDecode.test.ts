@@ -4,7 +4,7 @@ import { DENSE_KERNELS, flashMlaWithKvcache, type DenseKernelName } from "../../
 import { getMlaMetadata, scheduleMaxPieces } from "../../../src/mla/MlaSchedMeta.js";
 import { mlaDecodeReference } from "../../../src/mla/mlaDecodeReference.js";
 import { mlaDecodeReferenceGpu } from "../../../src/mla/mlaDecodeReferenceGpu.js";
-import { checkSchedule, computeSchedule } from "../../../src/mla/schedule.js";
+import { checkSchedule, computeSchedule, DENSE_SCHED_FIXED_OVERHEAD, numSmPartsDense } from "../../../src/mla/schedule.js";
 import { combineRowsPerCta } from "../../../src/mla/launchCombine.js";
 import { assertClose, DENSE_LSE_TOL, DENSE_OUT_TOL, type Tolerance } from "../../../src/numeric/compare.js";
 import { bf16ArrayToF32 } from "../../../src/numeric/bf16.js";
@@ -66,7 +66,7 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
       try {
         Device.get().synchronize();
         const gpu = { schedMeta: meta.schedMeta!.toHost().host as Int32Array, numSplits: meta.numSplits!.toHost().host as Int32Array };
-        const cpu = computeSchedule(lens, meta.numSmParts);
+        const cpu = computeSchedule(lens, meta.numSmParts, DENSE_SCHED_FIXED_OVERHEAD);
         assert.deepEqual(gpu.schedMeta, cpu.schedMeta, `case ${i}: sched_meta differs`);
         assert.deepEqual(gpu.numSplits, cpu.numSplits, `case ${i}: num_splits differs`);
         checkSchedule(lens, gpu, meta.numSmParts);
@@ -191,11 +191,11 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
   test("the combine's paths: a request split many ways (groups share a row), 4-7 and 2-3 splits (rows merged per group), CTAs of several rows with a tail", () => {
     const smCount = Device.get(0).smCount;
     // h_q = 128, 66 SM parts. b = 1: the request is spread over every part (>= 8 splits). b = 8: 4 to 7
-    // splits each, 1,024 rows, 3 rows per CTA. b = 32 at 400 tokens: 2 splits each, 15 rows per CTA.
+    // splits each, 1,024 rows, 3 rows per CTA. b = 32 at 800 tokens: 2 or 3 splits each, 15 rows per CTA.
     const cases = [
       { b: 1, lens: [6000], splits: [8, Infinity] },
       { b: 8, lens: [1000, 1200, 900, 1111, 1000, 1300, 700, 1000], splits: [4, 7] },
-      { b: 32, lens: Array(32).fill(400), splits: [2, 3] },
+      { b: 32, lens: Array(32).fill(800), splits: [2, 3] },
     ];
     for (const [i, spec] of cases.entries()) {
       const host = makeDenseCase({ seed: 8800 + i, b: spec.b, s_q: 1, h_q: 128, h_kv: 1, seqlens: spec.lens, causal: false, dtype: "bf16" });
@@ -356,9 +356,11 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
         c.dispose();
       }
     }
-    // Every element against the CPU reference where the rows are few: 100 one-head requests of ~150
-    // tokens over 132 parts (seven pairs, one of them deferred).
-    const host = makeDenseCase({ seed: 1, b: 100, s_q: 1, h_q: 1, h_kv: 1, seqlens: { mean: 150, varlen: true }, causal: false, dtype: "bf16" });
+    // Every element against the CPU reference where the rows are few: 110 one-head requests of ~160
+    // tokens over 132 parts (16 pairs).
+    const host = makeDenseCase({ seed: 2, b: 110, s_q: 1, h_q: 1, h_kv: 1, seqlens: { mean: 160, varlen: true }, causal: false, dtype: "bf16" });
+    const twin = computeSchedule(host.seqlens, numSmPartsDense(Device.get().smCount, 1, 1, 1), DENSE_SCHED_FIXED_OVERHEAD).numSplits;
+    assert.ok(host.seqlens.some((_, i) => twin[i + 1] - twin[i] === 2), "the one-head shape has pairs");
     const small = uploadDenseCase(host);
     try {
       for (const kernel of ["seesaw", "seesaw_fast", "seesaw_pipe"] as const) checkAgainstCpu(small, `pairs merged, ${kernel}`, DENSE_OUT_TOL, kernel);
