@@ -20,6 +20,7 @@ builds=(
   "dense_seesaw_sm90.cu -DMLA_DENSE_STORE16=1"
   "dense_seesaw_sm90.cu -DMLA_PAIR_PREFETCH=0"
   "dense_seesaw_sm90.cu -DMLA_TRACE=48 -DMLA_TRACE_PART=1"
+  "dense_seesaw_sm90.cu -DMLA_TRACE=48 -DMLA_TRACE_MB=1 -DMLA_MC_PREFETCH=0"
   "sparse_decode_sm90.cu -DMLA_SPARSE_H16_WT=0 -DMLA_SPARSE_H16_PIPE=1"
   "sparse_decode_sm90.cu -DMLA_SPARSE_H16_DUAL=1 -DMLA_TRACE=64"
   "sparse_decode_sm90.cu -DMLA_ABLATE_SPARSE_CONSUMERS -DMLA_ABLATE_SPARSE_DEQUANT -DMLA_TRACE=64"
