@@ -55,8 +55,8 @@ export interface FlashMlaWithKvcacheArgs {
    * schedule, with warp-uniform fast paths: no masking in full blocks, no rescale by exactly 1; its
    * outputs are bit-identical to "seesaw"), "seesaw" (the same without the fast paths), "seesaw_mc"
    * (experimental: seesaw_pipe whose two m-block CTAs of a KV head form a cluster and receive each K
-   * tile by one TMA multicast, issued by rank 1 once rank 0 has freed the tile too; same bits as seesaw_pipe; where
-   * the m-block count is odd it runs seesaw_pipe),
+   * tile by one TMA multicast, issued by rank 1 once rank 0 has freed the tile too; same bits as
+   * seesaw_pipe, 2.9 % slower on the H200; where the m-block count is odd it runs seesaw_pipe),
    * "seesaw_pipe" (seesaw_fast with FlashMLA's rotated loop: each warpgroup queues its next Q·Kᵀ behind
    * its last P·V; may differ from seesaw_fast in the last bits), "h16" (experimental, at most 16 rows per
    * KV head: the block's tokens as wgmma's M and the rows as N, a quarter of the seesaw's tensor work;
