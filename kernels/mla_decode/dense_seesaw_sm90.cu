@@ -195,8 +195,10 @@ extern "C" {
 __device__ long long mla_trace[2][MLA_TRACE][TRACE_EVENTS];
 // Per request of CTA 0 (first TRACE_REQS), warpgroup 0: clock64 at the request's top, Q loaded, its
 // pairs done, output stored, then within the epilogue: the l exchange passed, the stores (or the merge)
-// issued; and per warpgroup {clock64, globaltimer} at the consumer's start and end.
-__device__ long long mla_trace_req[TRACE_REQS][6];
+// issued, and (seesaw, seesaw_fast: recording it per pair spilled seesaw_pipe's trace builds) the
+// request's first S0 ready, its first K tiles landed and multiplied; and per warpgroup {clock64,
+// globaltimer} at the consumer's start and end.
+__device__ long long mla_trace_req[TRACE_REQS][7];
 __device__ long long mla_trace_span[2][4];
 // Per CTA (linear index, first 1024): %globaltimer when it starts and when its consumer is done.
 __device__ long long mla_trace_cta[1024][2];
@@ -1125,6 +1127,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         if (blk0 + 2 >= end_blk) prefetch_other();
         if (wg == 0) {
           compute_s<T>(s, sm, 0, phase, lane, MLA_DENSE_QK0_FIRST > 0 ? MLA_DENSE_QK0_FIRST : NUM_TILES);
+          if (blk0 == start_blk) TRACE_REQ(6);
           mask_scale<FAST>(s, p, blk0, lane, limit);
           float scale0[2];
           softmax_w0<FAST>(s, m, l, scale0, sm, warp_in_wg, lane);

@@ -113,12 +113,12 @@ const cyc = Number(span[2] - span[0]), ns = Number(span[3] - span[1]);
 console.log(`CTA 0 consumer: ${cyc} cycles in ${(ns / 1000).toFixed(1)} µs: SM clock ${(cyc / ns).toFixed(3)} GHz`);
 const req = new BigInt64Array(decodeKernels(0).seesawPipeBf16.module.readGlobal("mla_trace_req").slice().buffer);
 let inPairs = 0;
-const RE = 6;  // events per request (mla_trace_req)
+const RE = 7;  // events per request (mla_trace_req)
 for (let r = 0; r < req.length / RE && req[RE * r] !== 0n; r++) {
-  const e = [0, 1, 2, 3, 4, 5].map((i) => Number(req[RE * r + i] - span[0]));
+  const e = [0, 1, 2, 3, 4, 5, 6].map((i) => Number(req[RE * r + i] - span[0]));
   const next = r + 1 < req.length / RE && req[RE * (r + 1)] !== 0n ? Number(req[RE * (r + 1)] - span[0]) : cyc;
   inPairs += e[2] - e[1];
-  console.log(`  request ${r}: top at ${e[0]}, Q load ${e[1] - e[0]}, pairs ${e[2] - e[1]}, l exchange + store ${e[3] - e[2]} (l exchange ${e[4] - e[2]}, stores or merge issued ${e[5] - e[4]}), to the next top ${next - e[3]} cycles`);
+  console.log(`  request ${r}: top at ${e[0]}, Q load ${e[1] - e[0]}${req[RE * r + 6] !== 0n ? ` (first S0 ready ${e[6] - e[1]} after it)` : ""}, pairs ${e[2] - e[1]}, l exchange + store ${e[3] - e[2]} (l exchange ${e[4] - e[2]}, stores or merge issued ${e[5] - e[4]}), to the next top ${next - e[3]} cycles`);
 }
 console.log(`  in pairs: ${((100 * inPairs) / cyc).toFixed(1)} % of the consumer's cycles`);
 // seesaw_mc's rank 1 (a build with MLA_TRACE_MB=1): per refill group, its wait for rank 0's release
