@@ -203,8 +203,8 @@ __device__ long long mla_trace_span[2][4];
 // Per CTA (linear index, first 1024): %globaltimer when it starts and when its consumer is done.
 __device__ long long mla_trace_cta[1024][2];
 // seesaw_mc's rank 1 (MLA_TRACE_MB=1), per traced pair and refill group: clock64 before and after its wait
-// for rank 0's release, and 1 (it issued the refill).
-__device__ long long mla_trace_mc[MLA_TRACE][5][3];
+// for rank 0's release.
+__device__ long long mla_trace_mc[MLA_TRACE][5][2];
 }
 #define TRACE(ev)                                                                               \
   do {                                                                                          \
@@ -765,7 +765,7 @@ __device__ __forceinline__ void refill(const DenseParams& p, Smem& sm, const Pai
     ptx::mbarrier_wait_cluster(&sm.mc_free[g], (mc_phase >> g) & 1u);  // rank 0 is done reading too
     mc_phase ^= 1u << g;
 #ifdef MLA_TRACE
-    if (lane == 0 && tr != nullptr) tr[2] = 1, tr[1] = clock64();
+    if (lane == 0 && tr != nullptr) tr[1] = clock64();
 #endif
     if (lane == 0) {
 #pragma unroll

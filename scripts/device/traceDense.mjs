@@ -127,10 +127,9 @@ if (kernel === "dense_seesaw_mc") {
   const mc = new BigInt64Array(decodeKernels(0).seesawPipeBf16.module.readGlobal("mla_trace_mc").slice().buffer);
   const GROUPS = ["K0 left (W0)", "K1 left (W0)", "right (unused in pipe)", "K1 right (W1)", "K0 right + sP0 (W1)"];
   GROUPS.forEach((name, g) => {
-    const rows = steady.map((p) => [0, 1, 2].map((i) => mc[(p * GROUPS.length + g) * 3 + i])).filter((r) => r[0] !== 0n);
+    const rows = steady.map((p) => [0, 1].map((i) => mc[(p * GROUPS.length + g) * 2 + i])).filter((r) => r[0] !== 0n);
     if (rows.length === 0) return;
-    const issued = rows.filter((r) => (r[2] & 1n) === 1n).length;
-    console.log(`  mc ${name}: issued ${issued} of ${rows.length} refills; waited ${median(rows.map((r) => Number(r[1] - r[0])))} cycles for rank 0 (median)`);
+    console.log(`  mc ${name}: ${rows.length} refills; waited ${median(rows.map((r) => Number(r[1] - r[0])))} cycles for rank 0 (median)`);
   });
 }
 if (process.env.TRACE_JSON) {
