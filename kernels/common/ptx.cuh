@@ -685,4 +685,11 @@ __device__ __forceinline__ unsigned long long globaltimer() {
   return t;
 }
 
+// mov.u32 %smid: the SM this thread runs on (diagnostic builds: which SMs the late CTAs ran on).
+__device__ __forceinline__ unsigned smid() {
+  unsigned id;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+  return id;
+}
+
 }  // namespace ptx

@@ -200,8 +200,9 @@ __device__ long long mla_trace[2][MLA_TRACE][TRACE_EVENTS];
 // globaltimer} at the consumer's start and end.
 __device__ long long mla_trace_req[TRACE_REQS][7];
 __device__ long long mla_trace_span[2][4];
-// Per CTA (linear index, first 1024): %globaltimer when it starts and when its consumer is done.
-__device__ long long mla_trace_cta[1024][2];
+// Per CTA (linear index, first 1024): %globaltimer when it starts and when its consumer is done, and
+// the SM it ran on (%smid).
+__device__ long long mla_trace_cta[1024][3];
 // seesaw_mc's rank 1 (MLA_TRACE_MB=1), per traced pair and refill group: clock64 before and after its wait
 // for rank 0's release.
 __device__ long long mla_trace_mc[MLA_TRACE][5][2];
@@ -1224,7 +1225,7 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
   Smem& sm = smem_struct_1024<Smem>(smem_raw);
 #ifdef MLA_TRACE
   const int trace_cta_id = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-  if (threadIdx.x == 0 && trace_cta_id < 1024) mla_trace_cta[trace_cta_id][0] = ptx::globaltimer();
+  if (threadIdx.x == 0 && trace_cta_id < 1024) mla_trace_cta[trace_cta_id][0] = ptx::globaltimer(), mla_trace_cta[trace_cta_id][2] = ptx::smid();
 #endif
   const SchedMeta meta = reinterpret_cast<const SchedMeta*>(p.sched_meta)[blockIdx.z];
   if (meta.begin_req_idx >= p.b) {

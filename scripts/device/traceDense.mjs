@@ -7,6 +7,8 @@
 // (TRACE_JSON=file keeps the raw events; a build with -DMLA_TRACE_PART=z records CTA (0, 0, z) where this
 // says CTA 0: part 1 at dense-compute-mtp begins with split 1 of a two-piece request, docs/dense-decode.md §20)
 // (MLA_TRACE_MB=x: m-block x instead of 0, e.g. seesaw_mc's rank 1)
+// (every CTA's start, end and SM are recorded too: the line after the call's prints the latest and earliest
+// CTAs with their SMs, and the mean end over SM ids in runs of 16, for the memory-bound cases' spread)
 // (case: dense-compute (default), dense-compute-mtp, dense-mem-h16, dense-mem-h64, dense-short-h16 or dense-b1, each
 // request at the case's length; kernel: the API's choice for the shape, or any dense_seesaw* name: the
 // pair events are seesaw_pipe's, the per-CTA and per-request ones every seesaw kernel's).
@@ -75,12 +77,30 @@ lseT.dispose();
 callUs.sort((x, y) => x - y);
 const ctaBytes = decodeKernels(0).seesawPipeBf16.module.readGlobal("mla_trace_cta");
 const cta = new BigInt64Array(ctaBytes.slice().buffer);
-const starts = [], ends = [];
-for (let i = 0; i < cta.length / 2; i++) if (cta[2 * i] !== 0n && cta[2 * i + 1] > cta[2 * i]) starts.push(Number(cta[2 * i])), ends.push(Number(cta[2 * i + 1]));
+const CTA_WORDS = 3;  // mla_trace_cta: start and end (%globaltimer, ns), the SM (%smid)
+const starts = [], ends = [], ctas = [];
+for (let i = 0; i < cta.length / CTA_WORDS; i++) {
+  const [s, e, sm] = [0, 1, 2].map((w) => cta[CTA_WORDS * i + w]);
+  if (s !== 0n && e > s) starts.push(Number(s)), ends.push(Number(e)), ctas.push({ cta: i, sm: Number(sm), start: Number(s), end: Number(e) });
+}
 const t0 = Math.min(...starts);
 const endUs = ends.map((e) => (e - t0) / 1000).sort((x, y) => x - y);
 const q = (f) => endUs[Math.min(endUs.length - 1, Math.floor(f * endUs.length))].toFixed(1);
 console.log(`whole call ${callUs[10].toFixed(1)} µs (median of 20); last launch's main kernel: ${starts.length} CTAs, started within ${((Math.max(...starts) - t0) / 1000).toFixed(1)} µs, ended at ${q(0)} / ${q(0.5)} / ${q(0.9)} / ${endUs[endUs.length - 1].toFixed(1)} µs (min / median / p90 / max)`);
+// Which SMs the late CTAs ran on (the memory-bound cases give every CTA the same bytes, so their end
+// times differ by how fast their SMs were fed): the latest and earliest, and the mean end over SM ids in
+// runs of 16.
+const byEnd = [...ctas].sort((x, y) => x.end - y.end);
+const fmt = (c) => `${c.cta}@${c.sm} ${((c.end - t0) / 1000).toFixed(1)}`;
+console.log(`CTA@SM end µs, the 8 latest: ${byEnd.slice(-8).reverse().map(fmt).join(", ")}; the 8 earliest: ${byEnd.slice(0, 8).map(fmt).join(", ")}`);
+const runs = new Map();
+for (const c of ctas) {
+  const k = Math.floor(c.sm / 16);
+  const r = runs.get(k) ?? { n: 0, sum: 0 };
+  r.n++, (r.sum += (c.end - t0) / 1000);
+  runs.set(k, r);
+}
+console.log(`mean end by SM id: ${[...runs.keys()].sort((x, y) => x - y).map((k) => `${16 * k}-${16 * k + 15}: ${(runs.get(k).sum / runs.get(k).n).toFixed(1)} µs (${runs.get(k).n})`).join(", ")}`);
 const bytes = decodeKernels(0).seesawPipeBf16.module.readGlobal("mla_trace");
 const t = new BigInt64Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 8);
 const pairs = t.length / (2 * TRACE_EVENTS);
@@ -134,7 +154,7 @@ if (kernel === "dense_seesaw_mc") {
 }
 if (process.env.TRACE_JSON) {
   const fs = await import("node:fs");
-  fs.writeFileSync(process.env.TRACE_JSON, JSON.stringify({ caseName, kernel, pairs: last, events: Array.from(t, Number), span: Array.from(span, Number), req: Array.from(req, Number) }));
+  fs.writeFileSync(process.env.TRACE_JSON, JSON.stringify({ caseName, kernel, pairs: last, events: Array.from(t, Number), span: Array.from(span, Number), req: Array.from(req, Number), ctas }));
 }
 const show = Math.min(8, last - 2);
 if (show >= 0) {
