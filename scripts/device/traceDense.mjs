@@ -78,11 +78,12 @@ callUs.sort((x, y) => x - y);
 const ctaBytes = decodeKernels(0).seesawPipeBf16.module.readGlobal("mla_trace_cta");
 const cta = new BigInt64Array(ctaBytes.slice().buffer);
 const CTA_WORDS = 3;  // mla_trace_cta: start and end (%globaltimer, ns), the SM (%smid)
-const starts = [], ends = [], ctas = [];
+const ctas = [];
 for (let i = 0; i < cta.length / CTA_WORDS; i++) {
   const [s, e, sm] = [0, 1, 2].map((w) => cta[CTA_WORDS * i + w]);
-  if (s !== 0n && e > s) starts.push(Number(s)), ends.push(Number(e)), ctas.push({ cta: i, sm: Number(sm), start: Number(s), end: Number(e) });
+  if (s !== 0n && e > s) ctas.push({ cta: i, sm: Number(sm), start: Number(s), end: Number(e) });
 }
+const starts = ctas.map((c) => c.start), ends = ctas.map((c) => c.end);
 const t0 = Math.min(...starts);
 const endUs = ends.map((e) => (e - t0) / 1000).sort((x, y) => x - y);
 const q = (f) => endUs[Math.min(endUs.length - 1, Math.floor(f * endUs.length))].toFixed(1);
