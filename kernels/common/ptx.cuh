@@ -677,14 +677,6 @@ __device__ __forceinline__ float exp2_approx(float x) {
   return y;
 }
 
-// max.NaN.f32: the larger of a and b, NaN if either is NaN (fmaxf drops a NaN: a clamp written with it
-// would turn a NaN score into a finite exponent).
-__device__ __forceinline__ float fmax_nan(float a, float b) {
-  float y;
-  asm("max.NaN.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b));
-  return y;
-}
-
 // mov.u64 %globaltimer: nanoseconds of the GPU's global timer (diagnostic builds: with clock64 over the
 // same span it gives the SM clock the kernel ran at).
 __device__ __forceinline__ unsigned long long globaltimer() {

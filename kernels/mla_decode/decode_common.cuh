@@ -156,46 +156,14 @@ __device__ __forceinline__ float exponentiate(float (&s)[32], int half, float m)
   return sum;
 }
 
-// 2^x on the FMA and integer pipes instead of the SFU (16 results a clock per SM, where the FMA pipe
-// does 128): x = j + f with j = round(x) and f in [-0.5, 0.5], 2^f by a degree-5 polynomial (relative
-// error 2.3e-7 in fp32, that of ex2.approx), times 2^j built in the exponent field. x is clamped at -127,
-// where 2^j's field is 0, so masked scores (-inf) give exactly 0 as ex2.approx.ftz does; NaN stays NaN.
-// Valid for x <= 128 (the softmax's exponents are at most the lazy max's τ).
-__device__ __forceinline__ float exp2_fma(float x) {
-  constexpr float ROUND = 12582912.0f;  // 1.5·2^23: adding it leaves round(x) in the low mantissa bits
-  x = ptx::fmax_nan(x, -127.0f);
-  const float t = __fadd_rn(x, ROUND);
-  const float f = __fsub_rn(x, __fsub_rn(t, ROUND));
-  float p = 1.32764713e-3f;
-  p = fmaf(p, f, 9.67554096e-3f);
-  p = fmaf(p, f, 5.55071309e-2f);
-  p = fmaf(p, f, 2.40221202e-1f);
-  p = fmaf(p, f, 6.93146944e-1f);
-  p = fmaf(p, f, 1.00000012f);
-  // t's bits are 0x4B400000 + j, and 0x4B400000 << 23 wraps to 0: the field is j + 127 in [0, 255].
-  return p * __int_as_float((__float_as_int(t) + 127) << 23);
-}
-
-// MLA_PIPE_EXP_POLY (0-8): of the eight element pairs each thread exponentiates per row, how many go
-// through exp2_fma instead of ex2.approx, spread over the row so the two pipes work side by side.
-#ifndef MLA_PIPE_EXP_POLY
-#define MLA_PIPE_EXP_POLY 0
-#endif
-
 // The same for S not yet in the log2 domain: P = 2^(S·sc - m) with one fma per element (sc = the softmax
 // scale times log2 e), instead of a multiply when masking and a subtract here.
 __device__ __forceinline__ float exponentiate_scaled(float (&s)[32], int half, float m, float sc) {
   float sum = 0.0f;
 #pragma unroll
   for (int i = 2 * half; i < 32; i += 4) {
-    const int pair = i / 4;
-    if ((pair * MLA_PIPE_EXP_POLY) % 8 < MLA_PIPE_EXP_POLY) {
-      s[i] = exp2_fma(fmaf(s[i], sc, -m));
-      s[i + 1] = exp2_fma(fmaf(s[i + 1], sc, -m));
-    } else {
-      s[i] = ptx::exp2_approx(fmaf(s[i], sc, -m));
-      s[i + 1] = ptx::exp2_approx(fmaf(s[i + 1], sc, -m));
-    }
+    s[i] = ptx::exp2_approx(fmaf(s[i], sc, -m));
+    s[i + 1] = ptx::exp2_approx(fmaf(s[i + 1], sc, -m));
     sum += s[i] + s[i + 1];
   }
   return sum;
