@@ -16,6 +16,7 @@ import { Event, flashMlaWithKvcache, getMlaMetadata, Stream, Tensor } from "../.
 import { defaultDenseKernel } from "../../dist/src/mla/flashMlaWithKvcache.js";
 import { decodeKernels } from "../../dist/src/mla/decodeKernels.js";
 import { makeGpuDenseCase } from "../../dist/src/bench/makeGpuDenseCase.js";
+import { benchModules } from "../../dist/src/bench/benchModules.js";
 
 const TRACE_EVENTS = 16;
 // What each event index means (dense_seesaw_sm90.cu, TRACE(n)); "→" = queued on the tensor pipe.
@@ -58,36 +59,49 @@ for (let i = 0; i < 5; i++) {
   lse.dispose();
 }
 // The whole call's time (CUDA events, median of 20) against the main kernel's span (%globaltimer from
-// the first CTA's start to the last CTA's end) and how the CTAs' end times spread.
+// the first CTA's start to the last CTA's end) and how the CTAs' end times spread. Each timed call has
+// a spin kernel queued before its first event, as the bench does: JavaScript takes tens of µs to queue a
+// call, and without that head start the host's time would be measured too. Every call's own span is read
+// back, so "call − span" is what the launch and the grid's end add to that same call.
 // Outputs preallocated: an allocation inside the timed region (cuMemAlloc, and cuMemFree's implicit
 // sync) made the first form of this report 929 µs for a 490 µs call. One input set, so the cache may
 // sit in L2 between calls: the bench's rotated figure is the one to quote; this one places the kernel span.
 const ev = [Event.create(), Event.create()];
-const callUs = [];
+const calls = [];
 const outT = Tensor.emptyDevice([b, s_q, h_q, 512], "bf16", 0), lseT = Tensor.emptyDevice([b, h_q, s_q], "f32", 0);
+const spin = benchModules(0).spin;
+const traceModule = decodeKernels(0).seesawPipeBf16.module;
+const CTA_WORDS = 3;  // mla_trace_cta: start and end (%globaltimer, ns), the SM (%smid)
+const readCtas = () => {
+  const cta = new BigInt64Array(traceModule.readGlobal("mla_trace_cta").slice().buffer);
+  const out = [];
+  for (let i = 0; i < cta.length / CTA_WORDS; i++) {
+    const [s, e, sm] = [0, 1, 2].map((w) => cta[CTA_WORDS * i + w]);
+    if (s !== 0n && e > s) out.push({ cta: i, sm: Number(sm), start: Number(s), end: Number(e) });
+  }
+  return out;
+};
+let ctas = [];
 for (let i = 0; i < 20; i++) {
+  spin.launch({ grid: 1, block: 1, stream }, [{ kind: "u64", value: 200_000n }]);
   ev[0].record(stream);
   flashMlaWithKvcache({ ...gc, headDimV: 512, schedMeta: meta, stream, out: outT, lse: lseT, kernel: kernel.replace(/^dense_/, "") });
   ev[1].record(stream);
   ev[1].synchronize();
-  callUs.push(Event.elapsedMs(ev[0], ev[1]) * 1000);
+  ctas = readCtas();
+  const spanUs = (Math.max(...ctas.map((c) => c.end)) - Math.min(...ctas.map((c) => c.start))) / 1000;
+  calls.push({ call: Event.elapsedMs(ev[0], ev[1]) * 1000, span: spanUs });
 }
 outT.dispose();
 lseT.dispose();
-callUs.sort((x, y) => x - y);
-const ctaBytes = decodeKernels(0).seesawPipeBf16.module.readGlobal("mla_trace_cta");
-const cta = new BigInt64Array(ctaBytes.slice().buffer);
-const CTA_WORDS = 3;  // mla_trace_cta: start and end (%globaltimer, ns), the SM (%smid)
-const ctas = [];
-for (let i = 0; i < cta.length / CTA_WORDS; i++) {
-  const [s, e, sm] = [0, 1, 2].map((w) => cta[CTA_WORDS * i + w]);
-  if (s !== 0n && e > s) ctas.push({ cta: i, sm: Number(sm), start: Number(s), end: Number(e) });
-}
+const med = (xs) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
+const callUs = calls.map((c) => c.call).sort((x, y) => x - y);
+console.log(`per call (20, each after a 200 µs spin): whole call median ${med(calls.map((c) => c.call)).toFixed(1)} µs, main kernel span median ${med(calls.map((c) => c.span)).toFixed(1)} µs, call − span median ${med(calls.map((c) => c.call - c.span)).toFixed(1)} µs (min ${Math.min(...calls.map((c) => c.call - c.span)).toFixed(1)}, max ${Math.max(...calls.map((c) => c.call - c.span)).toFixed(1)})`);
 const starts = ctas.map((c) => c.start), ends = ctas.map((c) => c.end);
 const t0 = Math.min(...starts);
 const endUs = ends.map((e) => (e - t0) / 1000).sort((x, y) => x - y);
 const q = (f) => endUs[Math.min(endUs.length - 1, Math.floor(f * endUs.length))].toFixed(1);
-console.log(`whole call ${callUs[10].toFixed(1)} µs (median of 20); last launch's main kernel: ${starts.length} CTAs, started within ${((Math.max(...starts) - t0) / 1000).toFixed(1)} µs, ended at ${q(0)} / ${q(0.5)} / ${q(0.9)} / ${endUs[endUs.length - 1].toFixed(1)} µs (min / median / p90 / max)`);
+console.log(`whole call ${callUs[10].toFixed(1)} µs (median of 20); the last call's main kernel: ${starts.length} CTAs, started within ${((Math.max(...starts) - t0) / 1000).toFixed(1)} µs, ended at ${q(0)} / ${q(0.5)} / ${q(0.9)} / ${endUs[endUs.length - 1].toFixed(1)} µs (min / median / p90 / max)`);
 // Which SMs the late CTAs ran on (the memory-bound cases give every CTA the same bytes, so their end
 // times differ by how fast their SMs were fed): the latest and earliest, and the mean end over SM ids in
 // runs of 16.

@@ -68,6 +68,29 @@ const DTYPE_TO_MAP: Record<DType, keyof typeof CUtensorMapDataType> = {
   i32: "INT32",
 };
 
+// The maps encoded so far, by their arguments, most recently used last. A decode step asks for the same
+// maps (the K cache's, Q's) in every layer's call, and encoding one (cuTensorMapEncodeTiled through koffi,
+// with an aligned buffer allocated and freed around it) was a large share of a call's host time. A map is
+// a pure function of these arguments, so a kept one is the same 128 bytes the driver would write again.
+const encoded = new Map<string, Uint8Array>();
+const ENCODED_KEPT = 256;
+
+// The options as a key, or undefined where a field is not of the plain form the key can spell exactly
+// (those are validated and encoded every time). Built from the options as given, before validation: a
+// key is only ever stored after its options passed validateTiled, so a hit needs no second check.
+function encodedKey(o: TiledTensorMapOptions): string | undefined {
+  if (o === null || typeof o !== "object" || typeof o.globalAddress !== "bigint") return undefined;
+  const ordinal = o.deviceOrdinal ?? 0;
+  if (typeof ordinal !== "number" || typeof o.dataType !== "string") return undefined;
+  const parts: unknown[] = [ordinal, o.dataType, o.globalAddress, o.interleave ?? "NONE", o.swizzle ?? "NONE", o.l2Promotion ?? "NONE", o.oobFill ?? "NONE"];
+  if (!parts.slice(3).every((v) => typeof v === "string")) return undefined;
+  for (const list of [o.globalDim, o.globalStrides, o.boxDim, o.elementStrides ?? []]) {
+    if (!Array.isArray(list) || !list.every((v) => typeof v === "number" || typeof v === "bigint")) return undefined;
+    parts.push(list.join(","));
+  }
+  return parts.join(";");
+}
+
 /** TMA tensor maps (CUtensorMap): 128 opaque bytes a kernel receives by value, e.g. inside its Params. */
 export class TensorMap {
   private constructor() {}
@@ -75,11 +98,28 @@ export class TensorMap {
   /**
    * Encodes a tiled tensor map with cuTensorMapEncodeTiled and returns its 128 bytes, ready to be
    * copied into a kernel's parameter struct at a 64-byte aligned offset. Arguments are checked
-   * first against the driver's documented rules, so a mistake names the field.
+   * first against the driver's documented rules, so a mistake names the field. The last 256 maps are
+   * kept by their arguments: asking again returns a copy of the kept bytes without calling the driver.
    */
   static encodeTiled(options: TiledTensorMapOptions): Uint8Array {
+    const key = encodedKey(options);
+    const hit = key === undefined ? undefined : encoded.get(key);
+    if (hit !== undefined) {
+      encoded.delete(key!);
+      encoded.set(key!, hit);
+      return hit.slice();
+    }
     const a = TensorMap.validateTiled(options);
-    const api = driverOn(options.deviceOrdinal ?? 0);
+    const map = TensorMap.encodeNow(options.deviceOrdinal ?? 0, a);
+    if (key !== undefined) {
+      encoded.set(key, map);
+      if (encoded.size > ENCODED_KEPT) encoded.delete(encoded.keys().next().value!);
+    }
+    return map.slice();
+  }
+
+  private static encodeNow(ordinal: number, a: TiledTensorMapArgs): Uint8Array {
+    const api = driverOn(ordinal);
     const koffi = loadKoffi();
     // The driver writes the map through a pointer that must be 64-byte aligned; malloc gives 16.
     const raw = koffi.alloc("uint8_t", CU_TENSOR_MAP_SIZE_BYTES + CU_TENSOR_MAP_ALIGNMENT) as bigint;

@@ -290,6 +290,25 @@ describeGpu(
       }
     });
 
+    test("TensorMap.encodeTiled() keeps the maps it encoded: equal bytes in a fresh array, and bad options still throw", () => {
+      using matrix = DeviceBuffer.alloc(64 * 128 * 4);
+      const opts = { dataType: "f32" as const, globalAddress: matrix.ptr, globalDim: [128, 64], globalStrides: [512], boxDim: [32, 16] };
+      const first = TensorMap.encodeTiled(opts);
+      const again = TensorMap.encodeTiled({ ...opts, globalDim: [...opts.globalDim] });
+      assert.notEqual(again, first, "each call returns its own array");
+      assert.deepEqual(again, first);
+      // Spelled differently (explicit element strides, bigint extents), so encoded by the driver again: the same bytes.
+      assert.deepEqual(TensorMap.encodeTiled({ ...opts, globalDim: [128n, 64n], elementStrides: [1, 1] }), first);
+      again.fill(0);
+      assert.deepEqual(TensorMap.encodeTiled(opts), first, "a returned array does not alias the kept map");
+      // Another address is another map.
+      assert.notDeepEqual(TensorMap.encodeTiled({ ...opts, globalAddress: matrix.ptr + 512n }), first);
+      // Options that print like kept ones but break a rule are checked, not served from what was kept.
+      assert.throws(() => TensorMap.encodeTiled({ ...opts, globalDim: ["128", 64] as unknown as number[] }), ArgumentError);
+      assert.throws(() => TensorMap.encodeTiled({ ...opts, deviceOrdinal: "0" as unknown as number }), ArgumentError);
+      assert.throws(() => TensorMap.encodeTiled({ ...opts, boxDim: [32.5, 16] }), ArgumentError);
+    });
+
     test("a graph captures a kernel launch with its arguments as they were", () => {
       const k = mod.getFunction("echo_args");
       using stream = Stream.create();
