@@ -52,5 +52,5 @@ for probe in gather-probe smem-probe l2-probe; do
 done
 failed=0
 for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
-node --check scripts/device/traceDense.mjs && node --check scripts/device/traceSparse.mjs
+node --check scripts/device/traceDense.mjs && node --check scripts/device/traceSparse.mjs && node --check scripts/device/hostTime.mjs
 [ $failed = 0 ]
