@@ -118,16 +118,11 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 #ifndef MLA_PIPE_EXP_ISSUE
 #define MLA_PIPE_EXP_ISSUE 0
 #endif
-
-// MLA_PIPE_SPEC_EXP (a timing experiment): each warpgroup exponentiates its block against the running
-//   max it already holds, before it knows the block's row maxima (W1: before W0's scales arrive), so the
-//   exponentials run beside the max's reduction and the scale exchange instead of after them; with the
-//   lazy max the running max almost never moves, and a warp where it did makes P again from S, which this
-//   form leaves intact (exp_pack writes P straight into the wgmma fragments). Same bits as without it.
-#ifndef MLA_PIPE_SPEC_EXP
-#define MLA_PIPE_SPEC_EXP 0
-#endif
-static_assert(!(MLA_PIPE_SPEC_EXP && MLA_PIPE_EXP_ISSUE), "one seesaw_pipe softmax form at a time");
+// Also measured and not kept (H200, docs/dense-decode.md §23, records `…-exp21-{b,e,f}-*`): a share of
+// the exponentials as a polynomial on the FMA pipe (8, 12, 16 of 32: dense-compute +2.4, +4.3, +6.3 %,
+// every added instruction at the top of the pair costs its issue cycle), and P made against the running
+// max held before the block beside the max's reduction (both warpgroups: +1.1 %, W1's chain got longer;
+// W0 only: +0.6 %, ptxas did not interleave the chains, and that form spilled 8 bytes).
 
 // MLA_FAST_LAZY_MAX (τ, default 8; 0 = the exact running max): seesaw_fast and seesaw (the memory-bound
 //   and latency shapes' kernels) with seesaw_pipe's lazy running max, so their warp-vote fast paths skip
@@ -386,24 +381,6 @@ __device__ __forceinline__ void new_max(const float (&s)[32], const float (&m_ol
 __device__ __forceinline__ void exp_sum(float (&s)[32], float (&l)[2], const float (&m)[2], const float (&scale)[2], float sc) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) l[half] = l[half] * scale[half] + exponentiate_scaled(s, half, m[half], sc);
-}
-
-// MLA_PIPE_SPEC_EXP: P = 2^(S·sc - m) straight into wgmma A fragments (pack_p's layout) with this
-// thread's row sums, S left as it is; the sums in exponentiate_scaled's order, so P and l are the bits
-// exp_sum and pack_p give.
-template <typename T>
-__device__ __forceinline__ void exp_pack(uint32_t (&a)[4][4], float (&sum)[2], const float (&s)[32], const float (&m)[2], float sc) {
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    sum[h] = 0.0f;
-#pragma unroll
-    for (int i = 2 * h; i < 32; i += 4) {
-      const float e0 = ptx::exp2_approx(fmaf(s[i], sc, -m[h]));
-      const float e1 = ptx::exp2_approx(fmaf(s[i + 1], sc, -m[h]));
-      sum[h] += e0 + e1;
-      a[i / 8][(i % 8) / 2] = ptx::pack2<T>(e0, e1);
-    }
-  }
 }
 
 // MLA_PIPE_EXP_ISSUE: exp_sum, pack_p and pv_rs over V's left half of `kblock` in one pass, a k-step
@@ -1028,7 +1005,6 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         if (wg == 0) {
           mask_scale<FAST, false>(s, p, blk0, lane, limit);
           float scale0[2], m_new[2];
-          const float spec_m[2] = {m[0], m[1]};
           new_max<FAST>(s, m, m_new, scale0, p.scale_log2);
 #pragma unroll
           for (int half = 0; half < 2; ++half) {
@@ -1038,21 +1014,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           }
           ptx::named_barrier_arrive(BAR_SCALE0_READY, CONSUMER_THREADS);
           TRACE(2);
-          if constexpr (MLA_PIPE_SPEC_EXP) {
-            // P0 against the max held before this block (m_old, kept in spec_m), made again where a row
-            // of the warp moved it.
-            uint32_t p0[4][4];
-            float sum[2];
-            exp_pack<T>(p0, sum, s, spec_m, p.scale_log2);
-            if (!__all_sync(0xFFFFFFFFu, m[0] == spec_m[0] && m[1] == spec_m[1])) exp_pack<T>(p0, sum, s, m, p.scale_log2);
-#pragma unroll
-            for (int half = 0; half < 2; ++half) l[half] = l[half] * scale0[half] + sum[half];
-            TRACE(3);
-            w0_step_3_pre(scale0, blk0);
-            pv_rs<T>(o, p0, sm.k[0], 0);  // O_L += P0·V0L
-            TRACE(4);
-            w0_steps_3_4_post(p0, blk1, next);
-          } else if constexpr (MLA_PIPE_EXP_ISSUE) {
+          if constexpr (MLA_PIPE_EXP_ISSUE) {
             w0_step_3_pre(scale0, blk0);
             TRACE(3);
             uint32_t p0[4][4];
@@ -1086,12 +1048,6 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           }
         } else {
           mask_scale<FAST, false>(s, p, blk1, lane, limit);
-          // MLA_PIPE_SPEC_EXP: P1 against the max both warpgroups held after the last pair, before W0's
-          // scales for this one arrive.
-          uint32_t p1_spec[4][4];
-          float sum1_spec[2];
-          const float spec_m[2] = {m[0], m[1]};
-          if constexpr (MLA_PIPE_SPEC_EXP) exp_pack<T>(p1_spec, sum1_spec, s, spec_m, p.scale_log2);
           ptx::named_barrier_sync(BAR_SCALE0_READY, CONSUMER_THREADS);
           TRACE(2);
           float m0[2], s0[2], m_new[2], s1[2], scale01[2];
@@ -1113,16 +1069,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           // SCALE1 carries only the max and scale and goes out before the exponentials.
           ptx::named_barrier_arrive(BAR_SCALE1_READY, CONSUMER_THREADS);
           TRACE(3);
-          if constexpr (MLA_PIPE_SPEC_EXP) {
-            // m == spec_m: neither W0 (m0) nor this block moved the max, so P1 and its sums stand.
-            if (!__all_sync(0xFFFFFFFFu, m[0] == spec_m[0] && m[1] == spec_m[1])) exp_pack<T>(p1_spec, sum1_spec, s, m, p.scale_log2);
-#pragma unroll
-            for (int half = 0; half < 2; ++half) l[half] = l[half] * scale01[half] + sum1_spec[half];
-            store_p(p1_tile<PIPE && MLA_PIPE_QROPE_REGS>(sm), p1_spec, warp_in_wg, lane);
-            ptx::fence_proxy_async_smem();
-            TRACE(4);
-            w1_steps_4_5(scale01, p1_spec, blk0, blk1);
-          } else if constexpr (MLA_PIPE_EXP_ISSUE >= 2) {
+          if constexpr (MLA_PIPE_EXP_ISSUE >= 2) {
             w1_step_4_pre(scale01, blk0, blk1);
             uint32_t p1[4][4];
             exp_pack_issue<T>(o, p1, s, l, m, scale01, p.scale_log2, sm.k[1] + 4 * TILE_BYTES);  // O_R += P1·V1R
