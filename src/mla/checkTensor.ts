@@ -28,18 +28,23 @@ export function checkTensor(fn: string, name: string, t: unknown, spec: TensorSp
   if (t.rank !== spec.shape.length) {
     throw new ArgumentError(fn, name, `rank ${spec.shape.length} [${spec.dims.join(", ")}]`, `rank ${t.rank} ${formatShape(t.shape)}`);
   }
-  spec.shape.forEach((want, i) => {
+  for (let i = 0; i < spec.shape.length; i++) {
+    const want = spec.shape[i];
     if (want !== undefined && t.shape[i] !== want) {
       throw new ArgumentError(fn, name, `${spec.dims[i]} = ${want} (shape [${spec.shape.map((s, j) => s ?? spec.dims[j]).join(", ")}])`, `${t.shape[i]} (shape ${formatShape(t.shape)})`);
     }
-  });
+  }
   if (spec.contiguous && !t.isContiguous()) throw new ArgumentError(fn, name, "a contiguous tensor", `strides ${formatShape(t.strides)}`);
   if (spec.lastDimContiguous && t.rank > 0 && t.shape[t.rank - 1] > 1 && t.strides[t.rank - 1] !== 1) {
     throw new ArgumentError(fn, name, "stride 1 in the last dimension", `strides ${formatShape(t.strides)}`);
   }
   if (spec.alignBytes !== undefined) {
-    const bad = t.strides.findIndex((s, i) => t.shape[i] > 1 && (s * t.elementSize) % spec.alignBytes! !== 0 && i !== t.rank - 1);
-    if (bad >= 0) throw new ArgumentError(fn, name, `strides that are multiples of ${spec.alignBytes} bytes`, `stride ${t.strides[bad]} elements in dim ${spec.dims[bad]}`);
+    const size = t.elementSize;
+    for (let i = 0; i < t.rank - 1; i++) {
+      if (t.shape[i] > 1 && (t.strides[i] * size) % spec.alignBytes !== 0) {
+        throw new ArgumentError(fn, name, `strides that are multiples of ${spec.alignBytes} bytes`, `stride ${t.strides[i]} elements in dim ${spec.dims[i]}`);
+      }
+    }
   }
   if (spec.device === "cuda" && !t.isCuda) throw new ArgumentError(fn, name, "a CUDA tensor", "a cpu tensor (copy it with Tensor.toDevice)");
   if (spec.device === "cpu" && t.isCuda) throw new ArgumentError(fn, name, "a cpu tensor", `${t.device} (copy it with toHost())`);
@@ -51,12 +56,19 @@ export function checkTensor(fn: string, name: string, t: unknown, spec: TensorSp
 
 /** Checks that all CUDA tensors live on one device. */
 export function checkSameDevice(fn: string, tensors: Record<string, Tensor | undefined>): void {
-  let first: [string, string] | undefined;
-  for (const [name, t] of Object.entries(tensors)) {
+  let first: Tensor | undefined;
+  let firstName = "";
+  for (const name in tensors) {
+    const t = tensors[name];
     if (!t) continue;
-    if (!first) first = [name, t.device];
-    else if (t.device !== first[1]) throw new ArgumentError(fn, name, `the device of '${first[0]}' (${first[1]})`, t.device);
+    if (!first) (first = t), (firstName = name);
+    // The ordinals first (t.device builds a string), the names only for the message.
+    else if (deviceOrdinalOrCpu(t) !== deviceOrdinalOrCpu(first)) throw new ArgumentError(fn, name, `the device of '${firstName}' (${first.device})`, t.device);
   }
+}
+
+function deviceOrdinalOrCpu(t: Tensor): number {
+  return t.buffer ? t.buffer.deviceOrdinal : -1;
 }
 
 export function checkScalar(fn: string, name: string, v: unknown, ok: (v: number) => boolean, expected: string): number {

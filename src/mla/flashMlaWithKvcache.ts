@@ -87,6 +87,7 @@ export const H16_MAX_ROWS = 16;
  * fault in one cannot stop the suites of the verified kernels.
  */
 export const EXPERIMENTAL_DENSE_KERNELS: readonly DenseKernelName[] = ["seesaw_mc", "h16"];
+const ALL_DENSE_KERNELS: readonly DenseKernelName[] = [...DENSE_KERNELS, ...EXPERIMENTAL_DENSE_KERNELS];
 
 /**
  * The dense kernel a call gets when it names none. seesaw_pipe where the work is compute-bound (at least
@@ -160,8 +161,7 @@ export function validateDenseArgs(a: FlashMlaWithKvcacheArgs, requireCuda = true
     if (!(a.stream instanceof Stream)) throw new ArgumentError(fn, "stream", "a Stream (Stream.create()) or undefined", a.stream === null ? "null" : typeof a.stream);
     if (q.isCuda && `cuda:${a.stream.deviceOrdinal}` !== q.device) throw new ArgumentError(fn, "stream", `a stream on q's device (${q.device})`, `a stream on cuda:${a.stream.deviceOrdinal}`);
   }
-  const kernels = [...DENSE_KERNELS, ...EXPERIMENTAL_DENSE_KERNELS];
-  if (a.kernel !== undefined && !kernels.includes(a.kernel)) throw new ArgumentError(fn, "kernel", kernels.map((k) => `"${k}"`).join(" or "), JSON.stringify(a.kernel));
+  if (a.kernel !== undefined && !ALL_DENSE_KERNELS.includes(a.kernel)) throw new ArgumentError(fn, "kernel", ALL_DENSE_KERNELS.map((k) => `"${k}"`).join(" or "), JSON.stringify(a.kernel));
   if (a.kernel === "h16" && s_q * (h_q / h_kv) > H16_MAX_ROWS) {
     throw new ArgumentError(fn, "kernel", `"h16" only where s_q · h_q / h_kv <= ${H16_MAX_ROWS}`, `"h16" with ${s_q} · ${h_q} / ${h_kv} = ${s_q * (h_q / h_kv)} rows per KV head`);
   }

@@ -135,8 +135,14 @@ export class Tensor {
   }
 
   isContiguous(): boolean {
-    const c = contiguousStrides(this.shape);
-    return this.shape.every((n, i) => n === 1 || this.strides[i] === c[i]);
+    // contiguousStrides' values, walked from the last dimension without building the array (every
+    // dense call checks several tensors this way).
+    let want = 1;
+    for (let i = this.shape.length - 1; i >= 0; i--) {
+      if (this.shape[i] !== 1 && this.strides[i] !== want) return false;
+      want *= this.shape[i];
+    }
+    return true;
   }
 
   /** Largest element index (relative to offset) that the view touches. */
