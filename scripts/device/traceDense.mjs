@@ -94,14 +94,17 @@ for (let i = 0; i < 20; i++) {
 }
 outT.dispose();
 lseT.dispose();
-const med = (xs) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
-const callUs = calls.map((c) => c.call).sort((x, y) => x - y);
-console.log(`per call (20, each after a 200 µs spin): whole call median ${med(calls.map((c) => c.call)).toFixed(1)} µs, main kernel span median ${med(calls.map((c) => c.span)).toFixed(1)} µs, call − span median ${med(calls.map((c) => c.call - c.span)).toFixed(1)} µs (min ${Math.min(...calls.map((c) => c.call - c.span)).toFixed(1)}, max ${Math.max(...calls.map((c) => c.call - c.span)).toFixed(1)})`);
+const median = (xs) => {
+  const v = [...xs].sort((x, y) => x - y);
+  return v.length === 0 ? NaN : v[Math.floor(v.length / 2)];
+};
+const over = calls.map((c) => c.call - c.span);
+console.log(`per call (20, each after a 200 µs spin): whole call median ${median(calls.map((c) => c.call)).toFixed(1)} µs, main kernel span median ${median(calls.map((c) => c.span)).toFixed(1)} µs, call − span median ${median(over).toFixed(1)} µs (min ${Math.min(...over).toFixed(1)}, max ${Math.max(...over).toFixed(1)})`);
 const starts = ctas.map((c) => c.start), ends = ctas.map((c) => c.end);
 const t0 = Math.min(...starts);
 const endUs = ends.map((e) => (e - t0) / 1000).sort((x, y) => x - y);
 const q = (f) => endUs[Math.min(endUs.length - 1, Math.floor(f * endUs.length))].toFixed(1);
-console.log(`whole call ${callUs[10].toFixed(1)} µs (median of 20); the last call's main kernel: ${starts.length} CTAs, started within ${((Math.max(...starts) - t0) / 1000).toFixed(1)} µs, ended at ${q(0)} / ${q(0.5)} / ${q(0.9)} / ${endUs[endUs.length - 1].toFixed(1)} µs (min / median / p90 / max)`);
+console.log(`the last call's main kernel: ${starts.length} CTAs, started within ${((Math.max(...starts) - t0) / 1000).toFixed(1)} µs, ended at ${q(0)} / ${q(0.5)} / ${q(0.9)} / ${endUs[endUs.length - 1].toFixed(1)} µs (min / median / p90 / max)`);
 // Which SMs the late CTAs ran on (the memory-bound cases give every CTA the same bytes, so their end
 // times differ by how fast their SMs were fed): the latest and earliest, and the mean end over SM ids in
 // runs of 16.
@@ -125,10 +128,6 @@ while (last < pairs && at(0, last, 0) !== 0n && at(1, last, 0) !== 0n) last++;
 console.log(`${caseName}, ${kernel}: ${last} of ${pairs} traced pairs recorded (CTA 0, last of 5 calls)`);
 const steady = [];
 for (let p = 2; p < last - 1; p++) steady.push(p);
-const median = (xs) => {
-  const v = [...xs].sort((x, y) => x - y);
-  return v.length === 0 ? NaN : v[Math.floor(v.length / 2)];
-};
 // A pair's period: W0's top to the next pair's top.
 const periods = steady.map((p) => Number(at(0, p + 1, 0) - at(0, p, 0)));
 console.log(`pair period (W0 top to next top): median ${median(periods)} cycles, min ${Math.min(...periods)}, max ${Math.max(...periods)}`);
