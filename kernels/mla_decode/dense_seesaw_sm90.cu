@@ -146,6 +146,22 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 #define MLA_DENSE_Q_TMA 1
 #endif
 
+// MLA_FIRST_STAGGER (an experiment, default 0): at its start every CTA asks for both blocks of its first
+//   pair at once, ~19 MB over the GPU at dense-short-h16 (~4.4 µs of HBM), so a CTA's block 0 lands among
+//   every CTA's block 1: the twenty-first session's trace had CTA 0's first S0 ready ~8.4 k cycles after
+//   the consumers began. 1: block 1 is issued by W1's first thread once block 0's first tile has landed
+//   (its other tiles are then ahead of it in the memory's queues); 2: once block 0's last tile has.
+// MLA_TOP_PREFETCH (an experiment, default 0): the consumers' first global loads at the request's top
+//   (num_splits, cache_seqlens; written before the kernel began) pulled into L1 by warp 1 before thread 0
+//   issues the first blocks, so that they do not wait behind them (the same trace: the top ~5.1 k cycles
+//   after the consumers began).
+#ifndef MLA_FIRST_STAGGER
+#define MLA_FIRST_STAGGER 0
+#endif
+#ifndef MLA_TOP_PREFETCH
+#define MLA_TOP_PREFETCH 0
+#endif
+
 // MLA_DENSE_STORE16 (an experiment; dense suite 15/15 on it, H200): the epilogue writes O with 16-byte
 //   stores. Measured mixed, not kept (one call, three builds, docs/dense-decode.md §15): dense-b1 33.0 vs
 //   34.3 / 34.5 µs, -uneven 36.1 vs 36.5 / 36.6, -short-h16 47.6 vs 46.3 / 46.1, -mem-h64 294.2 vs
@@ -850,6 +866,16 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     ptx::mbarrier_wait(&sm.l_ready, l_phase);
     l_phase ^= 1;
   };
+  if constexpr (!MC && MLA_FIRST_STAGGER != 0) {
+    if (wg == 1 && warp_u == 0) {
+      if (lane == 0) {
+        ptx::mbarrier_wait(&sm.kfull[0][MLA_FIRST_STAGGER == 1 ? 0 : NUM_TILES - 1], 0);
+        const Pair first = with_phys(p, {meta.begin_req_idx, meta.begin_block_idx, piece_end(p, meta, meta.begin_req_idx), {}});
+        load_tiles(p, sm, first, 1, 0, NUM_TILES, hk, policy, true);
+      }
+      __syncwarp();
+    }
+  }
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
     const int seqlen = p.cache_seqlens[req];
     const int start_blk = piece_first_block(meta, req);
@@ -1241,6 +1267,10 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
   // with merge_pairs' pairs counted as unsplit: the combine's CTAs return at once for them).
   if (MLA_PDL_EARLY_UNSPLIT && !piece_needs_combine(p, meta, meta.begin_req_idx) && !piece_needs_combine(p, meta, meta.end_req_idx))
     ptx::pdl_launch_dependents();
+  if (MLA_TOP_PREFETCH && threadIdx.x == 32) {
+    ptx::prefetch_l1(p.num_splits + meta.begin_req_idx);
+    ptx::prefetch_l1(p.cache_seqlens + meta.begin_req_idx);
+  }
   if (threadIdx.x == 0) {
     for (int s = 0; s < 2; ++s)
       for (int t = 0; t < NUM_TILES; ++t) ptx::mbarrier_init(&sm.kfull[s][t], 1);
@@ -1263,7 +1293,7 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
     const Pair first = with_phys(p, {meta.begin_req_idx, meta.begin_block_idx, piece_end(p, meta, meta.begin_req_idx), {}});
     const uint64_t policy = ptx::policy_evict_first();
     load_tiles(p, sm, first, 0, 0, NUM_TILES, blockIdx.y, policy, true);
-    load_tiles(p, sm, first, 1, 0, NUM_TILES, blockIdx.y, policy, true);
+    if (MC || !MLA_FIRST_STAGGER) load_tiles(p, sm, first, 1, 0, NUM_TILES, blockIdx.y, policy, true);
   }
   // With multicast the peer arrives on kempty and writes into this CTA only once its barriers exist,
   // and neither CTA leaves while the other may still do so.
