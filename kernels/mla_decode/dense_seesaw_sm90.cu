@@ -151,6 +151,7 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 //   every CTA's block 1: the twenty-first session's trace had CTA 0's first S0 ready ~8.4 k cycles after
 //   the consumers began. 1: block 1 is issued by W1's first thread once block 0's first tile has landed
 //   (its other tiles are then ahead of it in the memory's queues); 2: once block 0's last tile has.
+//   Not in seesaw_pipe (the compute-bound shapes' kernel, where it spilled 8 bytes).
 // MLA_TOP_PREFETCH (an experiment, default 0): the consumers' first global loads at the request's top
 //   (num_splits, cache_seqlens; written before the kernel began) pulled into L1 by warp 1 before thread 0
 //   issues the first blocks, so that they do not wait behind them (the same trace: the top ~5.1 k cycles
@@ -866,7 +867,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     ptx::mbarrier_wait(&sm.l_ready, l_phase);
     l_phase ^= 1;
   };
-  if constexpr (!MC && MLA_FIRST_STAGGER != 0) {
+  if constexpr (!MC && !PIPE && MLA_FIRST_STAGGER != 0) {
     if (wg == 1 && warp_u == 0) {
       if (lane == 0) {
         ptx::mbarrier_wait(&sm.kfull[0][MLA_FIRST_STAGGER == 1 ? 0 : NUM_TILES - 1], 0);
@@ -1293,7 +1294,7 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
     const Pair first = with_phys(p, {meta.begin_req_idx, meta.begin_block_idx, piece_end(p, meta, meta.begin_req_idx), {}});
     const uint64_t policy = ptx::policy_evict_first();
     load_tiles(p, sm, first, 0, 0, NUM_TILES, blockIdx.y, policy, true);
-    if (MC || !MLA_FIRST_STAGGER) load_tiles(p, sm, first, 1, 0, NUM_TILES, blockIdx.y, policy, true);
+    if (MC || PIPE || !MLA_FIRST_STAGGER) load_tiles(p, sm, first, 1, 0, NUM_TILES, blockIdx.y, policy, true);
   }
   // With multicast the peer arrives on kempty and writes into this CTA only once its barriers exist,
   // and neither CTA leaves while the other may still do so.
