@@ -159,6 +159,11 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 #ifndef MLA_FIRST_STAGGER
 #define MLA_FIRST_STAGGER 0
 #endif
+// MLA_FIRST_STAGGER_MIN: only where the CTA's first piece has at least this many blocks (dense-b1's
+//   CTAs, ~4 blocks each, were 0.9 µs slower with the stagger; dense-short-h16's, 16 each, 1 µs faster).
+#ifndef MLA_FIRST_STAGGER_MIN
+#define MLA_FIRST_STAGGER_MIN 0
+#endif
 #ifndef MLA_TOP_PREFETCH
 #define MLA_TOP_PREFETCH 0
 #endif
@@ -870,9 +875,11 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
   if constexpr (!MC && !PIPE && MLA_FIRST_STAGGER != 0) {
     if (wg == 1 && warp_u == 0) {
       if (lane == 0) {
-        ptx::mbarrier_wait(&sm.kfull[0][MLA_FIRST_STAGGER == 1 ? 0 : NUM_TILES - 1], 0);
         const Pair first = with_phys(p, {meta.begin_req_idx, meta.begin_block_idx, piece_end(p, meta, meta.begin_req_idx), {}});
-        load_tiles(p, sm, first, 1, 0, NUM_TILES, hk, policy, true);
+        if (first.end_blk - first.blk0 >= MLA_FIRST_STAGGER_MIN) {
+          ptx::mbarrier_wait(&sm.kfull[0][MLA_FIRST_STAGGER == 1 ? 0 : NUM_TILES - 1], 0);
+          load_tiles(p, sm, first, 1, 0, NUM_TILES, hk, policy, true);
+        }
       }
       __syncwarp();
     }
@@ -1294,7 +1301,8 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
     const Pair first = with_phys(p, {meta.begin_req_idx, meta.begin_block_idx, piece_end(p, meta, meta.begin_req_idx), {}});
     const uint64_t policy = ptx::policy_evict_first();
     load_tiles(p, sm, first, 0, 0, NUM_TILES, blockIdx.y, policy, true);
-    if (MC || PIPE || !MLA_FIRST_STAGGER) load_tiles(p, sm, first, 1, 0, NUM_TILES, blockIdx.y, policy, true);
+    if (MC || PIPE || !MLA_FIRST_STAGGER || first.end_blk - first.blk0 < MLA_FIRST_STAGGER_MIN)
+      load_tiles(p, sm, first, 1, 0, NUM_TILES, blockIdx.y, policy, true);
   }
   // With multicast the peer arrives on kempty and writes into this CTA only once its barriers exist,
   // and neither CTA leaves while the other may still do so.
@@ -1353,6 +1361,18 @@ extern "C" __device__ const int mla_dense_seesaw_smem_bytes = SMEM_BYTES;
 // Experimental (EXPERIMENTAL_DENSE_KERNELS; correct on the H200, test/gpu/variants/h16.test.ts; slower than
 // seesaw_fast at dense-mem-h16, about even at dense-short-h16, docs/dense-decode.md §13). At 16 rows the seesaw's 64-row wgmma
 // tiles are three quarters padding; here the block's 64 tokens are wgmma's M and the 16 rows its N:
+// MLA_H16_Q_FIRST (an experiment for the h16 kernel, default 0): the first request's Q (16 rows, nine
+//   16-byte chunks a thread) is loaded into registers before thread 0 issues the first K blocks, and
+//   stored into sQ at the request's top; otherwise its ld.global waits behind every CTA's first two
+//   blocks (~19 MB at dense-short-h16; the seesaw kernels' Q had the same wait, MLA_DENSE_Q_TMA).
+//   MLA_H16_STAGGER (with it): block 1 issued once block 0 has landed (MLA_FIRST_STAGGER's idea).
+#ifndef MLA_H16_Q_FIRST
+#define MLA_H16_Q_FIRST 0
+#endif
+#ifndef MLA_H16_STAGGER
+#define MLA_H16_STAGGER 0
+#endif
+
 // Sᵀ = K·Qᵀ (m64n16k16, A = the K tiles as loaded), the online softmax down Sᵀ's columns (one per query
 // row, spread over the four warps), Pᵀ into shared memory with stmatrix .trans, and Oᵀ += Vᵀ·Pᵀ
 // (m64n16k16 reading the K tiles transposed as A, one 64-dim tile per M block; 64 accumulator registers).
@@ -1408,15 +1428,25 @@ __device__ __forceinline__ void dense_h16(const DenseParams& p) {
     for (int t = 0; t < NUM_TILES; ++t) ptx::tma_load_4d(sm.k[stage] + t * TILE_BYTES, &p.tmap_kv, &sm.kfull[stage], t * 64, hk, 0, phys, policy);
   };
   Cursor ahead{meta.begin_req_idx, meta.begin_block_idx, piece_end(p, meta, meta.begin_req_idx)};
+  constexpr int Q_PER_THREAD = H16_ROWS * 72 / H16_THREADS;
+  uint4 q_first[MLA_H16_Q_FIRST ? Q_PER_THREAD : 1];
+  if constexpr (MLA_H16_Q_FIRST) {
+#pragma unroll
+    for (int i = 0; i < Q_PER_THREAD; ++i) {
+      const int c = tid + i * H16_THREADS, r = c / 72, chunk = c % 72;
+      q_first[i] = r < p.rows_per_kv ? load_q_chunk(p, meta.begin_req_idx, hk, r, chunk) : make_uint4(0, 0, 0, 0);
+    }
+  }
   if (tid == 0) {
     ptx::mbarrier_init(&sm.kfull[0], 1);
     ptx::mbarrier_init(&sm.kfull[1], 1);
     ptx::fence_mbarrier_init();
     ptx::prefetch_tensormap(&p.tmap_kv);
     load(ahead, 0);
-    load(advance(ahead), 1);
+    if (!(MLA_H16_Q_FIRST && MLA_H16_STAGGER)) load(advance(ahead), 1);
   }
-  ahead = advance(advance(ahead));
+  const Cursor second = advance(ahead);
+  ahead = advance(second);
   __syncthreads();
 
   const uint32_t q_base = ptx::smem_addr(sm.q), pt_base = ptx::smem_addr(sm.pt);
@@ -1428,7 +1458,15 @@ __device__ __forceinline__ void dense_h16(const DenseParams& p) {
     const int end_blk = piece_end(p, meta, req);
     const bool is_split = piece_is_split(meta, req);
     ptx::named_barrier_sync(1, H16_THREADS);  // the previous request is done with sm.q and sm.red
-    load_q_h16(p, sm.q, req, hk, tid);
+    if (MLA_H16_Q_FIRST && req == meta.begin_req_idx) {
+#pragma unroll
+      for (int i = 0; i < Q_PER_THREAD; ++i) {
+        const int c = tid + i * H16_THREADS, r = c / 72, chunk = c % 72;
+        *reinterpret_cast<uint4*>(sm.q + (chunk / 8) * H16_TILE + sw128(r, chunk % 8)) = q_first[i];
+      }
+    } else {
+      load_q_h16(p, sm.q, req, hk, tid);
+    }
     ptx::fence_proxy_async_smem();
     ptx::named_barrier_sync(1, H16_THREADS);
     int limit[4];
@@ -1440,6 +1478,7 @@ __device__ __forceinline__ void dense_h16(const DenseParams& p) {
     for (int blk = start_blk; blk < end_blk; ++blk, ++it) {
       const int stage = it & 1;
       ptx::mbarrier_wait(&sm.kfull[stage], (it >> 1) & 1);
+      if (MLA_H16_Q_FIRST && MLA_H16_STAGGER && it == 0 && tid == 0) load(second, 1);
       if (seqlen - blk * BLOCK_N < BLOCK_N) {  // V rows past the request: NaN poison times P = 0 is NaN in the MMA
         zero_tail_rows(sm.k[stage], 0, max(seqlen - blk * BLOCK_N, 0), tid);
         zero_tail_rows(sm.k[stage], 4, max(seqlen - blk * BLOCK_N, 0), tid);
