@@ -627,11 +627,6 @@ __device__ __forceinline__ void prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
-// prefetch.global.L1: pull the line holding `p` into this SM's L1, for a later ld.global of it.
-__device__ __forceinline__ void prefetch_l1(const void* p) {
-  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-}
-
 // The L1 policy of the gather loads below (a PTX qualifier; MLA_GATHER_L1 overrides it for timing).
 // Allocating in L1 (evict_last, as FlashMLA's gathers) rather than L1::no_allocate took the sparse v3
 // kernel from 448.3 to 403.0 µs at sparse-v32 on the H200 (evict_normal: 405.5): the kernels are bound

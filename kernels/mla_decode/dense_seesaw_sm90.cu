@@ -149,13 +149,13 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 // MLA_FIRST_STAGGER (an experiment, default 0): at its start every CTA asks for both blocks of its first
 //   pair at once, ~19 MB over the GPU at dense-short-h16 (~4.4 µs of HBM), so a CTA's block 0 lands among
 //   every CTA's block 1: the twenty-first session's trace had CTA 0's first S0 ready ~8.4 k cycles after
-//   the consumers began. 1: block 1 is issued by W1's first thread once block 0's first tile has landed
-//   (its other tiles are then ahead of it in the memory's queues); 2: once block 0's last tile has.
-//   Not in seesaw_pipe (the compute-bound shapes' kernel, where it spilled 8 bytes).
-// MLA_TOP_PREFETCH (an experiment, default 0): the consumers' first global loads at the request's top
-//   (num_splits, cache_seqlens; written before the kernel began) pulled into L1 by warp 1 before thread 0
-//   issues the first blocks, so that they do not wait behind them (the same trace: the top ~5.1 k cycles
-//   after the consumers began).
+//   the consumers began. 1: thread 0 issues block 1 once block 0's first tile has landed (its other tiles
+//   are then ahead of it in the memory's queues; W0 waits for block 0 anyway); 2: once its last tile has.
+//   Not in seesaw_pipe (the compute-bound shapes' kernel; a first form spilled 8 bytes there).
+//   Measured with W1's first thread issuing block 1 (it then read the block table itself, behind the
+//   loads): dense-short-h16 45.6-45.8 vs 46.5-46.8 µs, dense-b1 33.6 vs 32.7. Measured, not kept: the
+//   consumers' first loads (num_splits, cache_seqlens) pulled into L1 by warp 1 before the first blocks
+//   were issued (prefetch.global.L1): dense-short-h16 46.7-46.8 vs 46.5-46.8 µs.
 #ifndef MLA_FIRST_STAGGER
 #define MLA_FIRST_STAGGER 0
 #endif
@@ -163,9 +163,6 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 //   CTAs, ~4 blocks each, were 0.9 µs slower with the stagger; dense-short-h16's, 16 each, 1 µs faster).
 #ifndef MLA_FIRST_STAGGER_MIN
 #define MLA_FIRST_STAGGER_MIN 0
-#endif
-#ifndef MLA_TOP_PREFETCH
-#define MLA_TOP_PREFETCH 0
 #endif
 
 // MLA_DENSE_STORE16 (an experiment; dense suite 15/15 on it, H200): the epilogue writes O with 16-byte
@@ -872,18 +869,6 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     ptx::mbarrier_wait(&sm.l_ready, l_phase);
     l_phase ^= 1;
   };
-  if constexpr (!MC && !PIPE && MLA_FIRST_STAGGER != 0) {
-    if (wg == 1 && warp_u == 0) {
-      if (lane == 0) {
-        const Pair first = with_phys(p, {meta.begin_req_idx, meta.begin_block_idx, piece_end(p, meta, meta.begin_req_idx), {}});
-        if (first.end_blk - first.blk0 >= MLA_FIRST_STAGGER_MIN) {
-          ptx::mbarrier_wait(&sm.kfull[0][MLA_FIRST_STAGGER == 1 ? 0 : NUM_TILES - 1], 0);
-          load_tiles(p, sm, first, 1, 0, NUM_TILES, hk, policy, true);
-        }
-      }
-      __syncwarp();
-    }
-  }
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
     const int seqlen = p.cache_seqlens[req];
     const int start_blk = piece_first_block(meta, req);
@@ -1275,10 +1260,8 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
   // with merge_pairs' pairs counted as unsplit: the combine's CTAs return at once for them).
   if (MLA_PDL_EARLY_UNSPLIT && !piece_needs_combine(p, meta, meta.begin_req_idx) && !piece_needs_combine(p, meta, meta.end_req_idx))
     ptx::pdl_launch_dependents();
-  if (MLA_TOP_PREFETCH && threadIdx.x == 32) {
-    ptx::prefetch_l1(p.num_splits + meta.begin_req_idx);
-    ptx::prefetch_l1(p.cache_seqlens + meta.begin_req_idx);
-  }
+  Pair first{};  // thread 0's
+  bool stagger = false;  // thread 0's: block 1 of the first pair waits (MLA_FIRST_STAGGER)
   if (threadIdx.x == 0) {
     for (int s = 0; s < 2; ++s)
       for (int t = 0; t < NUM_TILES; ++t) ptx::mbarrier_init(&sm.kfull[s][t], 1);
@@ -1298,16 +1281,19 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
     if (MLA_DENSE_Q_TMA && p.q_tma) load_q_tma(p, sm, meta.begin_req_idx, blockIdx.x, blockIdx.y);
     ptx::prefetch_tensormap(&p.tmap_kv);
     // The first pair of blocks; afterwards each warpgroup refills what it frees.
-    const Pair first = with_phys(p, {meta.begin_req_idx, meta.begin_block_idx, piece_end(p, meta, meta.begin_req_idx), {}});
-    const uint64_t policy = ptx::policy_evict_first();
-    load_tiles(p, sm, first, 0, 0, NUM_TILES, blockIdx.y, policy, true);
-    if (MC || PIPE || !MLA_FIRST_STAGGER || first.end_blk - first.blk0 < MLA_FIRST_STAGGER_MIN)
-      load_tiles(p, sm, first, 1, 0, NUM_TILES, blockIdx.y, policy, true);
+    first = with_phys(p, {meta.begin_req_idx, meta.begin_block_idx, piece_end(p, meta, meta.begin_req_idx), {}});
+    stagger = !MC && !PIPE && MLA_FIRST_STAGGER && first.end_blk - first.blk0 >= MLA_FIRST_STAGGER_MIN;
+    load_tiles(p, sm, first, 0, 0, NUM_TILES, blockIdx.y, ptx::policy_evict_first(), true);
+    if (!stagger) load_tiles(p, sm, first, 1, 0, NUM_TILES, blockIdx.y, ptx::policy_evict_first(), true);
   }
   // With multicast the peer arrives on kempty and writes into this CTA only once its barriers exist,
   // and neither CTA leaves while the other may still do so.
   if constexpr (MC) ptx::cluster_sync();
   else __syncthreads();
+  if (MLA_FIRST_STAGGER && stagger) {  // thread 0, whose warpgroup waits for block 0 anyway
+    ptx::mbarrier_wait(&sm.kfull[0][MLA_FIRST_STAGGER == 1 ? 0 : NUM_TILES - 1], 0);
+    load_tiles(p, sm, first, 1, 0, NUM_TILES, blockIdx.y, ptx::policy_evict_first(), true);
+  }
   consumer<T, FAST, MC, PIPE>(p, sm, meta, blockIdx.x, blockIdx.y);
 #ifdef MLA_TRACE
   if (threadIdx.x == 0 && trace_cta_id < 1024) mla_trace_cta[trace_cta_id][1] = ptx::globaltimer();
