@@ -869,6 +869,22 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     ptx::mbarrier_wait(&sm.l_ready, l_phase);
     l_phase ^= 1;
   };
+#if MLA_FIRST_STAGGER
+  if constexpr (!MC && !PIPE) {
+    if (wg == 0 && warp_u == 0) {  // thread 0, whose warpgroup waits for block 0 anyway
+      if (lane == 0) {
+        // Read again (the lines thread 0 read in the prologue, from L1): `first` held across the
+        // barrier, or this in the prologue, spilled 16 bytes.
+        const Pair first = with_phys(p, {meta.begin_req_idx, meta.begin_block_idx, piece_end(p, meta, meta.begin_req_idx), {}});
+        if (first.end_blk - first.blk0 >= MLA_FIRST_STAGGER_MIN) {
+          ptx::mbarrier_wait(&sm.kfull[0][MLA_FIRST_STAGGER == 1 ? 0 : NUM_TILES - 1], 0);
+          load_tiles(p, sm, first, 1, 0, NUM_TILES, hk, policy, true);
+        }
+      }
+      __syncwarp();
+    }
+  }
+#endif
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
     const int seqlen = p.cache_seqlens[req];
     const int start_blk = piece_first_block(meta, req);
@@ -1260,8 +1276,6 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
   // with merge_pairs' pairs counted as unsplit: the combine's CTAs return at once for them).
   if (MLA_PDL_EARLY_UNSPLIT && !piece_needs_combine(p, meta, meta.begin_req_idx) && !piece_needs_combine(p, meta, meta.end_req_idx))
     ptx::pdl_launch_dependents();
-  Pair first{};  // thread 0's
-  bool stagger = false;  // thread 0's: block 1 of the first pair waits (MLA_FIRST_STAGGER)
   if (threadIdx.x == 0) {
     for (int s = 0; s < 2; ++s)
       for (int t = 0; t < NUM_TILES; ++t) ptx::mbarrier_init(&sm.kfull[s][t], 1);
@@ -1281,19 +1295,18 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
     if (MLA_DENSE_Q_TMA && p.q_tma) load_q_tma(p, sm, meta.begin_req_idx, blockIdx.x, blockIdx.y);
     ptx::prefetch_tensormap(&p.tmap_kv);
     // The first pair of blocks; afterwards each warpgroup refills what it frees.
-    first = with_phys(p, {meta.begin_req_idx, meta.begin_block_idx, piece_end(p, meta, meta.begin_req_idx), {}});
-    stagger = !MC && !PIPE && MLA_FIRST_STAGGER && first.end_blk - first.blk0 >= MLA_FIRST_STAGGER_MIN;
-    load_tiles(p, sm, first, 0, 0, NUM_TILES, blockIdx.y, ptx::policy_evict_first(), true);
-    if (!stagger) load_tiles(p, sm, first, 1, 0, NUM_TILES, blockIdx.y, ptx::policy_evict_first(), true);
+    const Pair first = with_phys(p, {meta.begin_req_idx, meta.begin_block_idx, piece_end(p, meta, meta.begin_req_idx), {}});
+    const uint64_t policy = ptx::policy_evict_first();
+    load_tiles(p, sm, first, 0, 0, NUM_TILES, blockIdx.y, policy, true);
+#if MLA_FIRST_STAGGER
+    if (MC || PIPE || first.end_blk - first.blk0 < MLA_FIRST_STAGGER_MIN)
+#endif
+      load_tiles(p, sm, first, 1, 0, NUM_TILES, blockIdx.y, policy, true);
   }
   // With multicast the peer arrives on kempty and writes into this CTA only once its barriers exist,
   // and neither CTA leaves while the other may still do so.
   if constexpr (MC) ptx::cluster_sync();
   else __syncthreads();
-  if (MLA_FIRST_STAGGER && stagger) {  // thread 0, whose warpgroup waits for block 0 anyway
-    ptx::mbarrier_wait(&sm.kfull[0][MLA_FIRST_STAGGER == 1 ? 0 : NUM_TILES - 1], 0);
-    load_tiles(p, sm, first, 1, 0, NUM_TILES, blockIdx.y, ptx::policy_evict_first(), true);
-  }
   consumer<T, FAST, MC, PIPE>(p, sm, meta, blockIdx.x, blockIdx.y);
 #ifdef MLA_TRACE
   if (threadIdx.x == 0 && trace_cta_id < 1024) mla_trace_cta[trace_cta_id][1] = ptx::globaltimer();
