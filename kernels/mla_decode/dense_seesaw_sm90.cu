@@ -146,23 +146,25 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 #define MLA_DENSE_Q_TMA 1
 #endif
 
-// MLA_FIRST_STAGGER (an experiment, default 0): at its start every CTA asks for both blocks of its first
-//   pair at once, ~19 MB over the GPU at dense-short-h16 (~4.4 µs of HBM), so a CTA's block 0 lands among
-//   every CTA's block 1: the twenty-first session's trace had CTA 0's first S0 ready ~8.4 k cycles after
-//   the consumers began. 1: thread 0 issues block 1 once block 0's first tile has landed (its other tiles
-//   are then ahead of it in the memory's queues; W0 waits for block 0 anyway); 2: once its last tile has.
-//   Not in seesaw_pipe (the compute-bound shapes' kernel; a first form spilled 8 bytes there).
-//   Measured with W1's first thread issuing block 1 (it then read the block table itself, behind the
-//   loads): dense-short-h16 45.6-45.8 vs 46.5-46.8 µs, dense-b1 33.6 vs 32.7. Measured, not kept: the
-//   consumers' first loads (num_splits, cache_seqlens) pulled into L1 by warp 1 before the first blocks
-//   were issued (prefetch.global.L1): dense-short-h16 46.7-46.8 vs 46.5-46.8 µs.
+// MLA_FIRST_STAGGER (default 1; 0 = both blocks of the first pair issued at once): at its start every
+//   CTA asked for both blocks of its first pair at once, ~19 MB over the GPU at dense-short-h16 (~4.4 µs
+//   of HBM), so a CTA's block 0 landed among every CTA's block 1: the twenty-first session's trace had
+//   CTA 0's first S0 ready ~8.4 k cycles after the consumers began. Now thread 0 issues block 1 once
+//   block 0's first tile has landed (block 0's other tiles are then ahead of it in the memory's queues;
+//   W0 waits for block 0 anyway), where the CTA's first piece has at least MLA_FIRST_STAGGER_MIN blocks.
+//   seesaw_fast and seesaw only (seesaw_pipe, the compute-bound shapes' kernel, spilled 8 bytes with a
+//   first form). H200, three rounds in one call (docs/dense-decode.md §24): dense-short-h16 45.2-45.7 vs
+//   46.5-46.8 µs (the first S0 ~2.5 k cycles earlier, the last CTA 1.3 µs earlier), -mem-h16 278.3-278.9
+//   vs 279.2-279.8, -mem-h64 295.2-295.8 vs 296.1-298.3, -uneven within 0.3 µs; dense-b1, whose CTAs
+//   have one piece of 8 blocks, 33.4-33.5 vs 32.8-33.0, hence the minimum. Measured, not kept: block 1
+//   after block 0's last tile (dense-short-h16 45.9-46.5, -b1 34.4-34.5); the consumers' first loads
+//   (num_splits, cache_seqlens) pulled into L1 by warp 1 before the first blocks (prefetch.global.L1):
+//   dense-short-h16 46.7-46.8 vs 46.5-46.8 µs.
 #ifndef MLA_FIRST_STAGGER
-#define MLA_FIRST_STAGGER 0
+#define MLA_FIRST_STAGGER 1
 #endif
-// MLA_FIRST_STAGGER_MIN: only where the CTA's first piece has at least this many blocks (dense-b1's
-//   CTAs, ~4 blocks each, were 0.9 µs slower with the stagger; dense-short-h16's, 16 each, 1 µs faster).
 #ifndef MLA_FIRST_STAGGER_MIN
-#define MLA_FIRST_STAGGER_MIN 0
+#define MLA_FIRST_STAGGER_MIN 12
 #endif
 
 // MLA_DENSE_STORE16 (an experiment; dense suite 15/15 on it, H200): the epilogue writes O with 16-byte
@@ -877,7 +879,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         // barrier, or this in the prologue, spilled 16 bytes.
         const Pair first = with_phys(p, {meta.begin_req_idx, meta.begin_block_idx, piece_end(p, meta, meta.begin_req_idx), {}});
         if (first.end_blk - first.blk0 >= MLA_FIRST_STAGGER_MIN) {
-          ptx::mbarrier_wait(&sm.kfull[0][MLA_FIRST_STAGGER == 1 ? 0 : NUM_TILES - 1], 0);
+          ptx::mbarrier_wait(&sm.kfull[0][0], 0);
           load_tiles(p, sm, first, 1, 0, NUM_TILES, hk, policy, true);
         }
       }
@@ -1360,16 +1362,15 @@ extern "C" __device__ const int mla_dense_seesaw_smem_bytes = SMEM_BYTES;
 // Experimental (EXPERIMENTAL_DENSE_KERNELS; correct on the H200, test/gpu/variants/h16.test.ts; slower than
 // seesaw_fast at dense-mem-h16, about even at dense-short-h16, docs/dense-decode.md §13). At 16 rows the seesaw's 64-row wgmma
 // tiles are three quarters padding; here the block's 64 tokens are wgmma's M and the 16 rows its N:
-// MLA_H16_Q_FIRST (an experiment for the h16 kernel, default 0): the first request's Q (16 rows, nine
-//   16-byte chunks a thread) is loaded into registers before thread 0 issues the first K blocks, and
-//   stored into sQ at the request's top; otherwise its ld.global waits behind every CTA's first two
-//   blocks (~19 MB at dense-short-h16; the seesaw kernels' Q had the same wait, MLA_DENSE_Q_TMA).
-//   MLA_H16_STAGGER (with it): block 1 issued once block 0 has landed (MLA_FIRST_STAGGER's idea).
+// MLA_H16_Q_FIRST (default 1; 0 = the first request's Q by load_q_h16 at its top): the h16 kernel loads
+//   its first request's Q (16 rows, nine 16-byte chunks a thread) into registers before thread 0 issues
+//   the first K blocks and stores it into sQ at the request's top; otherwise its ld.global waits behind
+//   every CTA's first two blocks (~19 MB at dense-short-h16), as the seesaw kernels' Q did before
+//   MLA_DENSE_Q_TMA. H200 (`--kernel dense_h16`, two calls): dense-short-h16 44.9-45.9 vs 46.6-47.9 µs,
+//   dense-mem-h16 278.6 / 288.5 vs 291.8 / 292.0. Measured, not kept: block 1 issued once block 0 had
+//   landed as well (MLA_FIRST_STAGGER's idea), 45.7 / 45.7 µs at dense-short-h16.
 #ifndef MLA_H16_Q_FIRST
-#define MLA_H16_Q_FIRST 0
-#endif
-#ifndef MLA_H16_STAGGER
-#define MLA_H16_STAGGER 0
+#define MLA_H16_Q_FIRST 1
 #endif
 
 // Sᵀ = K·Qᵀ (m64n16k16, A = the K tiles as loaded), the online softmax down Sᵀ's columns (one per query
@@ -1442,10 +1443,9 @@ __device__ __forceinline__ void dense_h16(const DenseParams& p) {
     ptx::fence_mbarrier_init();
     ptx::prefetch_tensormap(&p.tmap_kv);
     load(ahead, 0);
-    if (!(MLA_H16_Q_FIRST && MLA_H16_STAGGER)) load(advance(ahead), 1);
+    load(advance(ahead), 1);
   }
-  const Cursor second = advance(ahead);
-  ahead = advance(second);
+  ahead = advance(advance(ahead));
   __syncthreads();
 
   const uint32_t q_base = ptx::smem_addr(sm.q), pt_base = ptx::smem_addr(sm.pt);
@@ -1477,7 +1477,6 @@ __device__ __forceinline__ void dense_h16(const DenseParams& p) {
     for (int blk = start_blk; blk < end_blk; ++blk, ++it) {
       const int stage = it & 1;
       ptx::mbarrier_wait(&sm.kfull[stage], (it >> 1) & 1);
-      if (MLA_H16_Q_FIRST && MLA_H16_STAGGER && it == 0 && tid == 0) load(second, 1);
       if (seqlen - blk * BLOCK_N < BLOCK_N) {  // V rows past the request: NaN poison times P = 0 is NaN in the MMA
         zero_tail_rows(sm.k[stage], 0, max(seqlen - blk * BLOCK_N, 0), tid);
         zero_tail_rows(sm.k[stage], 4, max(seqlen - blk * BLOCK_N, 0), tid);
