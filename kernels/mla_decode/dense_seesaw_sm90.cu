@@ -270,6 +270,10 @@ struct __align__(1024) Smem {
   int pair_done;         // merge_pairs: thread 0's reading of a pair's merge flag, for the other consumers
   // seesaw_mc: per refill group, rank 1's barrier that rank 0's release arrives on.
   uint64_t mc_free[5];
+  // MLA_FIRST_STAGGER: thread 0's note to itself, from the prologue to the consumer's start, of whether
+  // block 1 of the first pair waits, and its physical block (in registers across the barrier they
+  // spilled; read again from global memory they waited behind the first blocks: dense-b1 +0.9 µs).
+  int first_stagger, first_phys1;
 };
 constexpr int SMEM_BYTES = sizeof(Smem) + 1024;
 static_assert(SMEM_BYTES <= 232448, "fits the opt-in shared memory of an H100/H200 SM");
@@ -874,14 +878,9 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
 #if MLA_FIRST_STAGGER
   if constexpr (!MC && !PIPE) {
     if (wg == 0 && warp_u == 0) {  // thread 0, whose warpgroup waits for block 0 anyway
-      if (lane == 0) {
-        // Read again (the lines thread 0 read in the prologue, from L1): `first` held across the
-        // barrier, or this in the prologue, spilled 16 bytes.
-        const Pair first = with_phys(p, {meta.begin_req_idx, meta.begin_block_idx, piece_end(p, meta, meta.begin_req_idx), {}});
-        if (first.end_blk - first.blk0 >= MLA_FIRST_STAGGER_MIN) {
-          ptx::mbarrier_wait(&sm.kfull[0][0], 0);
-          load_tiles(p, sm, first, 1, 0, NUM_TILES, hk, policy, true);
-        }
+      if (lane == 0 && sm.first_stagger) {
+        ptx::mbarrier_wait(&sm.kfull[0][0], 0);
+        load_tiles(p, sm, Pair{meta.begin_req_idx, meta.begin_block_idx, 1, {-1, sm.first_phys1}}, 1, 0, NUM_TILES, hk, policy, true);
       }
       __syncwarp();
     }
@@ -1301,7 +1300,13 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
     const uint64_t policy = ptx::policy_evict_first();
     load_tiles(p, sm, first, 0, 0, NUM_TILES, blockIdx.y, policy, true);
 #if MLA_FIRST_STAGGER
-    if (MC || PIPE || first.end_blk - first.blk0 < MLA_FIRST_STAGGER_MIN)
+    bool stagger = false;
+    if constexpr (!MC && !PIPE) {
+      stagger = first.end_blk - first.blk0 >= MLA_FIRST_STAGGER_MIN;
+      sm.first_stagger = stagger;
+      sm.first_phys1 = first.phys[1];
+    }
+    if (!stagger)
 #endif
       load_tiles(p, sm, first, 1, 0, NUM_TILES, blockIdx.y, policy, true);
   }
