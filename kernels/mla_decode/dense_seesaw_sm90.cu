@@ -151,15 +151,15 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 //   of HBM), so a CTA's block 0 landed among every CTA's block 1: the twenty-first session's trace had
 //   CTA 0's first S0 ready ~8.4 k cycles after the consumers began. Now thread 0 issues block 1 once
 //   block 0's first tile has landed (block 0's other tiles are then ahead of it in the memory's queues;
-//   W0 waits for block 0 anyway), where the CTA's first piece has at least MLA_FIRST_STAGGER_MIN blocks.
-//   seesaw_fast and seesaw only (seesaw_pipe, the compute-bound shapes' kernel, spilled 8 bytes with a
-//   first form). H200, three rounds in one call (docs/dense-decode.md §24): dense-short-h16 45.2-45.7 vs
-//   46.5-46.8 µs (the first S0 ~2.5 k cycles earlier, the last CTA 1.3 µs earlier), -mem-h16 278.3-278.9
-//   vs 279.2-279.8, -mem-h64 295.2-295.8 vs 296.1-298.3, -uneven within 0.3 µs; dense-b1, whose CTAs
-//   have one piece of 8 blocks, 33.4-33.5 vs 32.8-33.0, hence the minimum. Measured, not kept: block 1
-//   after block 0's last tile (dense-short-h16 45.9-46.5, -b1 34.4-34.5); the consumers' first loads
-//   (num_splits, cache_seqlens) pulled into L1 by warp 1 before the first blocks (prefetch.global.L1):
-//   dense-short-h16 46.7-46.8 vs 46.5-46.8 µs.
+//   W0 waits for block 0 anyway), where the CTA's first piece has at least MLA_FIRST_STAGGER_MIN blocks;
+//   the prologue leaves it the decision and block 1's id in sm.first_stagger / first_phys1. seesaw_fast
+//   and seesaw only (seesaw_pipe spilled 8 bytes with it, and its compute-bound calls have little start to
+//   gain). H200 (docs/dense-decode.md §24, four calls): dense-short-h16 0.9-1.6 µs faster (45.2-46.2 µs),
+//   -mem-h64 0.5-2 µs; dense-b1 0.6-0.9 µs slower with every form, also where none of its CTAs staggers
+//   (its pieces have 8 blocks): the build's schedule, not traced. Measured, not kept: block 1 after block
+//   0's last tile (dense-short-h16 45.7-46.5, -b1 34.3-34.6); the consumers' first loads (num_splits,
+//   cache_seqlens) pulled into L1 by warp 1 before the first blocks (prefetch.global.L1): 46.7-46.8 vs
+//   46.5-46.8 µs.
 #ifndef MLA_FIRST_STAGGER
 #define MLA_FIRST_STAGGER 1
 #endif
