@@ -1364,9 +1364,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1) mla_dense_seesaw_pipe_f
 extern "C" __device__ const int mla_dense_seesaw_smem_bytes = SMEM_BYTES;
 
 // ---- "h16": the transposed kernel for at most 16 rows per KV head (docs/dense-decode.md §12) --------
-// Experimental (EXPERIMENTAL_DENSE_KERNELS; correct on the H200, test/gpu/variants/h16.test.ts; slower than
-// seesaw_fast at dense-mem-h16, about even at dense-short-h16, docs/dense-decode.md §13). At 16 rows the seesaw's 64-row wgmma
-// tiles are three quarters padding; here the block's 64 tokens are wgmma's M and the 16 rows its N:
 // MLA_H16_Q_FIRST (default 1; 0 = the first request's Q by load_q_h16 at its top): the h16 kernel loads
 //   its first request's Q (16 rows, nine 16-byte chunks a thread) into registers before thread 0 issues
 //   the first K blocks and stores it into sQ at the request's top; otherwise its ld.global waits behind
@@ -1378,6 +1375,9 @@ extern "C" __device__ const int mla_dense_seesaw_smem_bytes = SMEM_BYTES;
 #define MLA_H16_Q_FIRST 1
 #endif
 
+// Experimental (EXPERIMENTAL_DENSE_KERNELS; correct on the H200, test/gpu/variants/h16.test.ts; slower than
+// seesaw_fast at dense-mem-h16, about even at dense-short-h16, docs/dense-decode.md §13). At 16 rows the seesaw's 64-row wgmma
+// tiles are three quarters padding; here the block's 64 tokens are wgmma's M and the 16 rows its N:
 // Sᵀ = K·Qᵀ (m64n16k16, A = the K tiles as loaded), the online softmax down Sᵀ's columns (one per query
 // row, spread over the four warps), Pᵀ into shared memory with stmatrix .trans, and Oᵀ += Vᵀ·Pᵀ
 // (m64n16k16 reading the K tiles transposed as A, one 64-dim tile per M block; 64 accumulator registers).
@@ -1398,12 +1398,20 @@ struct __align__(1024) SmemH16 {
 constexpr int H16_SMEM_BYTES = sizeof(SmemH16) + 1024;
 static_assert(H16_SMEM_BYTES <= 232448, "fits the opt-in shared memory of an H100/H200 SM");
 
-// Q's (at most) 16 rows of KV head hk into SW128 tiles of 16 rows; rows past rows_per_kv are zero.
+// Q's (at most) 16 rows of KV head hk, 72 16-byte chunks a row, into SW128 tiles of 16 rows; rows past
+// rows_per_kv are zero. Chunk c is row c / 72's chunk c % 72.
+constexpr int H16_Q_CHUNKS = H16_ROWS * 72;
+static_assert(H16_Q_CHUNKS % H16_THREADS == 0, "every thread holds the same number of Q chunks");
+__device__ __forceinline__ uint4 q_chunk_h16(const DenseParams& p, int req, int hk, int r, int chunk) {
+  return r < p.rows_per_kv ? load_q_chunk(p, req, hk, r, chunk) : make_uint4(0, 0, 0, 0);
+}
+__device__ __forceinline__ void store_q_chunk_h16(uint8_t* q_smem, int r, int chunk, uint4 v) {
+  *reinterpret_cast<uint4*>(q_smem + (chunk / 8) * H16_TILE + sw128(r, chunk % 8)) = v;
+}
 __device__ __forceinline__ void load_q_h16(const DenseParams& p, uint8_t* q_smem, int req, int hk, int tid) {
-  for (int c = tid; c < H16_ROWS * 72; c += H16_THREADS) {
+  for (int c = tid; c < H16_Q_CHUNKS; c += H16_THREADS) {
     const int r = c / 72, chunk = c % 72;
-    const uint4 v = r < p.rows_per_kv ? load_q_chunk(p, req, hk, r, chunk) : make_uint4(0, 0, 0, 0);
-    *reinterpret_cast<uint4*>(q_smem + (chunk / 8) * H16_TILE + sw128(r, chunk % 8)) = v;
+    store_q_chunk_h16(q_smem, r, chunk, q_chunk_h16(p, req, hk, r, chunk));
   }
 }
 
@@ -1433,13 +1441,13 @@ __device__ __forceinline__ void dense_h16(const DenseParams& p) {
     for (int t = 0; t < NUM_TILES; ++t) ptx::tma_load_4d(sm.k[stage] + t * TILE_BYTES, &p.tmap_kv, &sm.kfull[stage], t * 64, hk, 0, phys, policy);
   };
   Cursor ahead{meta.begin_req_idx, meta.begin_block_idx, piece_end(p, meta, meta.begin_req_idx)};
-  constexpr int Q_PER_THREAD = H16_ROWS * 72 / H16_THREADS;
+  constexpr int Q_PER_THREAD = H16_Q_CHUNKS / H16_THREADS;
   uint4 q_first[MLA_H16_Q_FIRST ? Q_PER_THREAD : 1];
   if constexpr (MLA_H16_Q_FIRST) {
 #pragma unroll
     for (int i = 0; i < Q_PER_THREAD; ++i) {
-      const int c = tid + i * H16_THREADS, r = c / 72, chunk = c % 72;
-      q_first[i] = r < p.rows_per_kv ? load_q_chunk(p, meta.begin_req_idx, hk, r, chunk) : make_uint4(0, 0, 0, 0);
+      const int c = tid + i * H16_THREADS;
+      q_first[i] = q_chunk_h16(p, meta.begin_req_idx, hk, c / 72, c % 72);
     }
   }
   if (tid == 0) {
@@ -1465,8 +1473,8 @@ __device__ __forceinline__ void dense_h16(const DenseParams& p) {
     if (MLA_H16_Q_FIRST && req == meta.begin_req_idx) {
 #pragma unroll
       for (int i = 0; i < Q_PER_THREAD; ++i) {
-        const int c = tid + i * H16_THREADS, r = c / 72, chunk = c % 72;
-        *reinterpret_cast<uint4*>(sm.q + (chunk / 8) * H16_TILE + sw128(r, chunk % 8)) = q_first[i];
+        const int c = tid + i * H16_THREADS;
+        store_q_chunk_h16(sm.q, c / 72, c % 72, q_first[i]);
       }
     } else {
       load_q_h16(p, sm.q, req, hk, tid);
