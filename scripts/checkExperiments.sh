@@ -4,15 +4,18 @@
 # (macros that are timed together; not every combination fits the registers: trace + EXP_ISSUE +
 # an ablation with an order experiment can spill where neither alone does).
 # (The shipped kernels are built --strict by `npm run build:kernels`; these go to a temporary folder.)
+# The trace builds leave out MLA_FIRST_STAGGER: with it the trace's counters cost seesaw_fast 4 bytes of
+# spill (a trace of the shipped seesaw_fast is taken so, a diagnostic; docs/dense-decode.md §24).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 builds=(
-  "dense_seesaw_sm90.cu -DMLA_TRACE=48 -DMLA_FAST_LAZY_MAX=0"
+  "dense_seesaw_sm90.cu -DMLA_TRACE=48 -DMLA_FAST_LAZY_MAX=0 -DMLA_FIRST_STAGGER=0"
   "dense_seesaw_sm90.cu -DMLA_PIPE_EXP_ISSUE=2"
   "dense_seesaw_sm90.cu -DMLA_PIPE_EXP_ISSUE=1 -DMLA_FAST_LAZY_MAX=0"
-  "dense_seesaw_sm90.cu -DMLA_TRACE=48"
+  "dense_seesaw_sm90.cu -DMLA_TRACE=48 -DMLA_FIRST_STAGGER=0"
+  "dense_seesaw_sm90.cu -DMLA_FIRST_STAGGER=0 -DMLA_H16_Q_FIRST=0"
   "dense_seesaw_sm90.cu -DMLA_PIPE_S0_FIRST=1 -DMLA_PIPE_QROPE_REGS=0 -DMLA_PIPE_LAZY_MAX=0 -DMLA_ABLATE_LOADS"
   "sparse_decode_sm90.cu -DMLA_TRACE=64 -DMLA_SPARSE_LAZY_MAX=0"
   "sparse_decode_sm90.cu -DMLA_TRACE=64"
