@@ -271,8 +271,8 @@ struct __align__(1024) Smem {
   // seesaw_mc: per refill group, rank 1's barrier that rank 0's release arrives on.
   uint64_t mc_free[5];
   // MLA_FIRST_STAGGER: thread 0's note to itself, from the prologue to the consumer's start, of whether
-  // block 1 of the first pair waits, and its physical block (in registers across the barrier they
-  // spilled; read again from global memory they waited behind the first blocks: dense-b1 +0.9 µs).
+  // block 1 of the first pair waits, and its physical block (held in registers across the barrier they
+  // spilled 16 bytes; read again from global memory they would wait behind the first blocks).
   int first_stagger, first_phys1;
 };
 constexpr int SMEM_BYTES = sizeof(Smem) + 1024;
