@@ -159,7 +159,8 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 //   (its pieces have 8 blocks): the build's schedule, not traced. Measured, not kept: block 1 after block
 //   0's last tile (dense-short-h16 45.7-46.5, -b1 34.3-34.6); the consumers' first loads (num_splits,
 //   cache_seqlens) pulled into L1 by warp 1 before the first blocks (prefetch.global.L1): 46.7-46.8 vs
-//   46.5-46.8 µs.
+//   46.5-46.8 µs. 2 (not yet timed): thread 0 issues it after the first request's Q wait instead (its
+//   top's loads then go out first; this form builds without a spill with MLA_TRACE too).
 #ifndef MLA_FIRST_STAGGER
 #define MLA_FIRST_STAGGER 1
 #endif
@@ -876,15 +877,19 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     l_phase ^= 1;
   };
 #if MLA_FIRST_STAGGER
-  if constexpr (!MC && !PIPE) {
-    if (wg == 0 && warp_u == 0) {  // thread 0, whose warpgroup waits for block 0 anyway
-      if (lane == 0 && sm.first_stagger) {
-        ptx::mbarrier_wait(&sm.kfull[0][0], 0);
-        load_tiles(p, sm, Pair{meta.begin_req_idx, meta.begin_block_idx, 1, {-1, sm.first_phys1}}, 1, 0, NUM_TILES, hk, policy, true);
+  // Thread 0 issues the first pair's block 1 where the prologue left it to (its whole warp calls this).
+  auto stagger_block1 = [&]() {
+    if constexpr (!MC && !PIPE) {
+      if (wg == 0 && warp_u == 0) {  // thread 0, whose warpgroup waits for block 0 anyway
+        if (lane == 0 && sm.first_stagger) {
+          ptx::mbarrier_wait(&sm.kfull[0][0], 0);
+          load_tiles(p, sm, Pair{meta.begin_req_idx, meta.begin_block_idx, 1, {-1, sm.first_phys1}}, 1, 0, NUM_TILES, hk, policy, true);
+        }
+        __syncwarp();
       }
-      __syncwarp();
     }
-  }
+  };
+  if (MLA_FIRST_STAGGER == 1) stagger_block1();
 #endif
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
     const int seqlen = p.cache_seqlens[req];
@@ -927,6 +932,9 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);
     }
     TRACE_REQ(1);
+#if MLA_FIRST_STAGGER == 2
+    if (req == meta.begin_req_idx) stagger_block1();
+#endif
 
     // Keys a row may see in this piece: its causal/length limit, and never past the piece's last block
     // (the odd block of the last pair may belong to another part, or not exist).
