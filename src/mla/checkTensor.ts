@@ -62,13 +62,8 @@ export function checkSameDevice(fn: string, tensors: Record<string, Tensor | und
     const t = tensors[name];
     if (!t) continue;
     if (!first) (first = t), (firstName = name);
-    // The ordinals first (t.device builds a string), the names only for the message.
-    else if (deviceOrdinalOrCpu(t) !== deviceOrdinalOrCpu(first)) throw new ArgumentError(fn, name, `the device of '${firstName}' (${first.device})`, t.device);
+    else if (t.deviceOrdinal !== first.deviceOrdinal) throw new ArgumentError(fn, name, `the device of '${firstName}' (${first.device})`, t.device);
   }
-}
-
-function deviceOrdinalOrCpu(t: Tensor): number {
-  return t.buffer ? t.buffer.deviceOrdinal : -1;
 }
 
 export function checkScalar(fn: string, name: string, v: unknown, ok: (v: number) => boolean, expected: string): number {

@@ -159,7 +159,7 @@ export function validateDenseArgs(a: FlashMlaWithKvcacheArgs, requireCuda = true
   }
   if (a.stream !== undefined) {
     if (!(a.stream instanceof Stream)) throw new ArgumentError(fn, "stream", "a Stream (Stream.create()) or undefined", a.stream === null ? "null" : typeof a.stream);
-    if (q.isCuda && `cuda:${a.stream.deviceOrdinal}` !== q.device) throw new ArgumentError(fn, "stream", `a stream on q's device (${q.device})`, `a stream on cuda:${a.stream.deviceOrdinal}`);
+    if (q.isCuda && a.stream.deviceOrdinal !== q.deviceOrdinal) throw new ArgumentError(fn, "stream", `a stream on q's device (${q.device})`, `a stream on cuda:${a.stream.deviceOrdinal}`);
   }
   if (a.kernel !== undefined && !ALL_DENSE_KERNELS.includes(a.kernel)) throw new ArgumentError(fn, "kernel", ALL_DENSE_KERNELS.map((k) => `"${k}"`).join(" or "), JSON.stringify(a.kernel));
   if (a.kernel === "h16" && s_q * (h_q / h_kv) > H16_MAX_ROWS) {

@@ -37,7 +37,7 @@ export function validateWriteKvCacheFp8Args(args: WriteKvCacheFp8Args, requireCu
   checkSameDevice(fn, { kv, slotMapping: slots, kCache: cache });
   if (args.stream !== undefined) {
     if (!(args.stream instanceof Stream)) throw new ArgumentError(fn, "stream", "a Stream (Stream.create()) or undefined", args.stream === null ? "null" : typeof args.stream);
-    if (kv.isCuda && `cuda:${args.stream.deviceOrdinal}` !== kv.device) throw new ArgumentError(fn, "stream", `a stream on kv's device (${kv.device})`, `a stream on cuda:${args.stream.deviceOrdinal}`);
+    if (kv.isCuda && args.stream.deviceOrdinal !== kv.deviceOrdinal) throw new ArgumentError(fn, "stream", `a stream on kv's device (${kv.device})`, `a stream on cuda:${args.stream.deviceOrdinal}`);
   }
   return { kv, slots, cache };
 }

@@ -112,6 +112,11 @@ export class Tensor {
     return this.buffer ? `cuda:${this.buffer.deviceOrdinal}` : "cpu";
   }
 
+  /** The CUDA device's ordinal, or -1 for a host tensor (compare these, not `device`'s strings, on hot paths). */
+  get deviceOrdinal(): number {
+    return this.buffer ? this.buffer.deviceOrdinal : -1;
+  }
+
   get isCuda(): boolean {
     return this.buffer !== undefined;
   }
