@@ -122,16 +122,10 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 // the exponentials as a polynomial on the FMA pipe (8, 12, 16 of 32: dense-compute +2.4, +4.3, +6.3 %,
 // every added instruction at the top of the pair costs its issue cycle), and P made against the running
 // max held before the block beside the max's reduction (both warpgroups: +1.1 %, W1's chain got longer;
-// W0 only: +0.6 %, ptxas did not interleave the chains, and that form spilled 8 bytes).
-
-// MLA_W1_MAX_EARLY (a timing experiment, default 0): W1 takes S1's row maxima before it waits for W0's
-//   max and scale (SCALE0), so after the wait only the compare with m0, s1's exponential and the publish
-//   stand between SCALE0 and SCALE1 (docs/dense-decode.md §23: W1's chain from SCALE0 to its P1·V1R is
-//   one of the two that set the pair's length). Same bits: the same maxima, compared the same way.
-//   1: seesaw_pipe only; 2: seesaw_fast and seesaw as well.
-#ifndef MLA_W1_MAX_EARLY
-#define MLA_W1_MAX_EARLY 0
-#endif
+// W0 only: +0.6 %, ptxas did not interleave the chains, and that form spilled 8 bytes); W1's row maxima
+// of S1 taken before it waits for W0's scale (§25, same bits; two calls, three rounds each: dense-compute
+// 450.0-450.6 vs 450.2-450.8 µs, -mtp 844.1-848.1 vs 842.3-845.4, and with seesaw_fast's W1 likewise
+// the memory-bound and latency cases within their spread).
 
 // MLA_FAST_LAZY_MAX (τ, default 8; 0 = the exact running max): seesaw_fast and seesaw (the memory-bound
 //   and latency shapes' kernels) with seesaw_pipe's lazy running max, so their warp-vote fast paths skip
@@ -168,8 +162,9 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 //   (its pieces have 8 blocks): the build's schedule, not traced. Measured, not kept: block 1 after block
 //   0's last tile (dense-short-h16 45.7-46.5, -b1 34.3-34.6); the consumers' first loads (num_splits,
 //   cache_seqlens) pulled into L1 by warp 1 before the first blocks (prefetch.global.L1): 46.7-46.8 vs
-//   46.5-46.8 µs. 2 (not yet timed): thread 0 issues it after the first request's Q wait instead (its
-//   top's loads then go out first; this form builds without a spill with MLA_TRACE too).
+//   46.5-46.8 µs; thread 0 issuing it after the first request's Q wait instead, so the top's loads go
+//   out first (§25, one call, three rounds): dense-short-h16 44.9-45.2 vs 44.8-45.1, -b1 33.1-33.5 vs
+//   33.3-33.5, the same.
 #ifndef MLA_FIRST_STAGGER
 #define MLA_FIRST_STAGGER 1
 #endif
@@ -330,8 +325,7 @@ __device__ __forceinline__ void softmax_w0(float (&s)[32], float (&m)[2], float 
 // Step 2 for W1 (after W0 published m0, s0): m1 = max(m0, rowmax S1), s1 = 2^(m0 - m1), P1 = 2^(S1 - m1)
 // in s; scale01 = s0·s1 for O_R; m1 and s1 published for W0.
 template <bool FAST>
-__device__ __forceinline__ void softmax_w1(float (&s)[32], float (&m)[2], float (&l)[2], float (&scale01)[2], Smem& sm, int warp_in_wg, int lane,
-                                           const float* mx_early = nullptr) {
+__device__ __forceinline__ void softmax_w1(float (&s)[32], float (&m)[2], float (&l)[2], float (&scale01)[2], Smem& sm, int warp_in_wg, int lane) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int r = 16 * warp_in_wg + lane / 4 + 8 * half;
@@ -342,7 +336,7 @@ __device__ __forceinline__ void softmax_w1(float (&s)[32], float (&m)[2], float 
     continue;
 #endif
     const float m0 = sm.m[r], s0 = sm.scale0[r];
-    const float mx = mx_early ? mx_early[half] : row_max<FAST>(s, half);
+    const float mx = row_max<FAST>(s, half);
     const float m_new = MLA_FAST_LAZY_MAX > 0 ? (mx > m0 + float(MLA_FAST_LAZY_MAX) ? mx : m0) : fmaxf(m0, mx);
     const float s1 = ptx::exp2_approx(m0 - m_new);
     scale01[half] = s0 * s1;
@@ -405,11 +399,10 @@ __device__ __forceinline__ void load_qrope(uint32_t (&qrope)[4][4], const Smem& 
 // exp_sum then makes P = 2^(S·sc - m) in place (one fma per element instead of seesaw_fast's multiply
 // and subtract) and l = l·scale + rowsum(P).
 template <bool FAST>
-__device__ __forceinline__ void new_max(const float (&s)[32], const float (&m_old)[2], float (&m_new)[2], float (&scale)[2], float sc,
-                                        const float* mx_early = nullptr) {
+__device__ __forceinline__ void new_max(const float (&s)[32], const float (&m_old)[2], float (&m_new)[2], float (&scale)[2], float sc) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    const float mx = mx_early ? mx_early[half] : row_max<FAST>(s, half) * sc;
+    const float mx = row_max<FAST>(s, half) * sc;
     if constexpr (MLA_PIPE_LAZY_MAX > 0) m_new[half] = mx > m_old[half] + float(MLA_PIPE_LAZY_MAX) ? mx : m_old[half];
     else m_new[half] = fmaxf(m_old[half], mx);
     scale[half] = ptx::exp2_approx(m_old[half] - m_new[half]);
@@ -900,7 +893,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       }
     }
   };
-  if (MLA_FIRST_STAGGER == 1) stagger_block1();
+  stagger_block1();
 #endif
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
     const int seqlen = p.cache_seqlens[req];
@@ -943,9 +936,6 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       ptx::named_barrier_sync(BAR_CONSUMERS, CONSUMER_THREADS);
     }
     TRACE_REQ(1);
-#if MLA_FIRST_STAGGER == 2
-    if (req == meta.begin_req_idx) stagger_block1();
-#endif
 
     // Keys a row may see in this piece: its causal/length limit, and never past the piece's last block
     // (the odd block of the last pair may belong to another part, or not exist).
@@ -1103,11 +1093,6 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           }
         } else {
           mask_scale<FAST, false>(s, p, blk1, lane, limit);
-          float mx1[2];
-          if constexpr (MLA_W1_MAX_EARLY >= 1) {
-#pragma unroll
-            for (int half = 0; half < 2; ++half) mx1[half] = row_max<FAST>(s, half) * p.scale_log2;
-          }
           ptx::named_barrier_sync(BAR_SCALE0_READY, CONSUMER_THREADS);
           TRACE(2);
           float m0[2], s0[2], m_new[2], s1[2], scale01[2];
@@ -1116,7 +1101,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
             const int r = 16 * warp_in_wg + lane / 4 + 8 * half;
             m0[half] = sm.m[r], s0[half] = sm.scale0[r];
           }
-          new_max<FAST>(s, m0, m_new, s1, p.scale_log2, MLA_W1_MAX_EARLY >= 1 ? mx1 : nullptr);
+          new_max<FAST>(s, m0, m_new, s1, p.scale_log2);
           __syncwarp();  // the warp's readers of sm.m[r] (above) read before lane 0 overwrites it
 #pragma unroll
           for (int half = 0; half < 2; ++half) {
@@ -1208,14 +1193,9 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           if constexpr (MLA_DENSE_QK0_FIRST > 0) ptx::mbarrier_wait(&sm.qk0_issued, phase);
           compute_s<T>(s, sm, 1, phase);
           mask_scale<FAST>(s, p, blk1, lane, limit);
-          float mx1[2];
-          if constexpr (MLA_W1_MAX_EARLY >= 2) {
-#pragma unroll
-            for (int half = 0; half < 2; ++half) mx1[half] = row_max<FAST>(s, half);
-          }
           ptx::named_barrier_sync(BAR_SCALE0_READY, CONSUMER_THREADS);
           float scale01[2];
-          softmax_w1<FAST>(s, m, l, scale01, sm, warp_in_wg, lane, MLA_W1_MAX_EARLY >= 2 ? mx1 : nullptr);
+          softmax_w1<FAST>(s, m, l, scale01, sm, warp_in_wg, lane);
           uint32_t p1[4][4];
           pack_p<T>(p1, s);
           store_p(p_tile(sm, 1), p1, warp_in_wg, lane);
