@@ -123,9 +123,9 @@ static_assert(MLA_DENSE_QK0_FIRST >= 0 && MLA_DENSE_QK0_FIRST < NUM_TILES, "W0 a
 // every added instruction at the top of the pair costs its issue cycle), and P made against the running
 // max held before the block beside the max's reduction (both warpgroups: +1.1 %, W1's chain got longer;
 // W0 only: +0.6 %, ptxas did not interleave the chains, and that form spilled 8 bytes); W1's row maxima
-// of S1 taken before it waits for W0's scale (§25, same bits; two calls, three rounds each: dense-compute
-// 450.0-450.6 vs 450.2-450.8 µs, -mtp 844.1-848.1 vs 842.3-845.4, and with seesaw_fast's W1 likewise
-// the memory-bound and latency cases within their spread).
+// of S1 taken before it waits for W0's scale (§25, same bits; three rounds in the second of two calls:
+// dense-compute 450.0-450.6 vs 450.2-450.8 µs, -mtp 844.1-848.1 vs 842.3-845.4; the first call's 0.2 %
+// within the spread; seesaw_fast's W1 likewise, the memory-bound and latency cases within theirs).
 
 // MLA_FAST_LAZY_MAX (τ, default 8; 0 = the exact running max): seesaw_fast and seesaw (the memory-bound
 //   and latency shapes' kernels) with seesaw_pipe's lazy running max, so their warp-vote fast paths skip
