@@ -1,4 +1,5 @@
 import { ArgumentError, formatShape } from "../errors/ArgumentError.js";
+import { Stream } from "../runtime/Stream.js";
 import { Tensor } from "../runtime/Tensor.js";
 import type { DType } from "../runtime/dtype.js";
 
@@ -52,6 +53,19 @@ export function checkTensor(fn: string, name: string, t: unknown, spec: TensorSp
     throw new ArgumentError(fn, name, `data aligned to ${spec.alignBytes} bytes`, `address 0x${t.ptr.toString(16)}`);
   }
   return t;
+}
+
+/**
+ * Checks an optional `stream` argument: a Stream, and where `on` names a CUDA tensor, one on that
+ * tensor's device.
+ */
+export function checkStream(fn: string, stream: unknown, on?: { name: string; tensor: Tensor }): Stream | undefined {
+  if (stream === undefined) return undefined;
+  if (!(stream instanceof Stream)) throw new ArgumentError(fn, "stream", "a Stream (Stream.create()) or undefined", stream === null ? "null" : typeof stream);
+  if (on && on.tensor.isCuda && stream.deviceOrdinal !== on.tensor.deviceOrdinal) {
+    throw new ArgumentError(fn, "stream", `a stream on ${on.name}'s device (${on.tensor.device})`, `a stream on cuda:${stream.deviceOrdinal}`);
+  }
+  return stream;
 }
 
 /** Checks that all CUDA tensors live on one device. */

@@ -1,9 +1,9 @@
 import { ArgumentError } from "../errors/ArgumentError.js";
 import { Device } from "../runtime/Device.js";
-import { Stream } from "../runtime/Stream.js";
+import type { Stream } from "../runtime/Stream.js";
 import { Tensor } from "../runtime/Tensor.js";
 import { TensorMap } from "../runtime/TensorMap.js";
-import { checkSameDevice, checkScalar, checkTensor } from "./checkTensor.js";
+import { checkSameDevice, checkScalar, checkStream, checkTensor } from "./checkTensor.js";
 import { decodeKernels } from "./decodeKernels.js";
 import { DEVICE_ERROR_WORDS, MlaSchedMeta, type MlaSchedConfig } from "./MlaSchedMeta.js";
 import { D_V, DenseParamsStruct, SchedParamsStruct } from "./params.js";
@@ -157,10 +157,7 @@ export function validateDenseArgs(a: FlashMlaWithKvcacheArgs, requireCuda = true
   if (metaDevice !== undefined && q.isCuda && metaDevice !== q.device) {
     throw new ArgumentError(fn, "schedMeta", `metadata filled on q's device (${q.device})`, `metadata filled on ${metaDevice}`);
   }
-  if (a.stream !== undefined) {
-    if (!(a.stream instanceof Stream)) throw new ArgumentError(fn, "stream", "a Stream (Stream.create()) or undefined", a.stream === null ? "null" : typeof a.stream);
-    if (q.isCuda && a.stream.deviceOrdinal !== q.deviceOrdinal) throw new ArgumentError(fn, "stream", `a stream on q's device (${q.device})`, `a stream on cuda:${a.stream.deviceOrdinal}`);
-  }
+  checkStream(fn, a.stream, { name: "q", tensor: q });
   if (a.kernel !== undefined && !ALL_DENSE_KERNELS.includes(a.kernel)) throw new ArgumentError(fn, "kernel", ALL_DENSE_KERNELS.map((k) => `"${k}"`).join(" or "), JSON.stringify(a.kernel));
   if (a.kernel === "h16" && s_q * (h_q / h_kv) > H16_MAX_ROWS) {
     throw new ArgumentError(fn, "kernel", `"h16" only where s_q · h_q / h_kv <= ${H16_MAX_ROWS}`, `"h16" with ${s_q} · ${h_q} / ${h_kv} = ${s_q * (h_q / h_kv)} rows per KV head`);

@@ -1,9 +1,9 @@
 import { ArgumentError } from "../errors/ArgumentError.js";
 import { Device } from "../runtime/Device.js";
 import { quantizeKvCacheV32 } from "../numeric/kvCacheFp8.js";
-import { Stream } from "../runtime/Stream.js";
+import type { Stream } from "../runtime/Stream.js";
 import { Tensor } from "../runtime/Tensor.js";
-import { checkSameDevice, checkTensor } from "./checkTensor.js";
+import { checkSameDevice, checkStream, checkTensor } from "./checkTensor.js";
 import { decodeKernels } from "./decodeKernels.js";
 import { Fp8KvWriteParamsStruct } from "./params.js";
 
@@ -35,10 +35,7 @@ export function validateWriteKvCacheFp8Args(args: WriteKvCacheFp8Args, requireCu
   if (cache.shape[0] > 1 && cache.strides[0] % 16 !== 0) throw new ArgumentError(fn, "kCache", "a block stride that is a multiple of 16 bytes", `${cache.strides[0]}`);
   if (cache.isCuda && cache.ptr % 16n !== 0n) throw new ArgumentError(fn, "kCache", "data aligned to 16 bytes", `address 0x${cache.ptr.toString(16)}`);
   checkSameDevice(fn, { kv, slotMapping: slots, kCache: cache });
-  if (args.stream !== undefined) {
-    if (!(args.stream instanceof Stream)) throw new ArgumentError(fn, "stream", "a Stream (Stream.create()) or undefined", args.stream === null ? "null" : typeof args.stream);
-    if (kv.isCuda && args.stream.deviceOrdinal !== kv.deviceOrdinal) throw new ArgumentError(fn, "stream", `a stream on kv's device (${kv.device})`, `a stream on cuda:${args.stream.deviceOrdinal}`);
-  }
+  checkStream(fn, args.stream, { name: "kv", tensor: kv });
   return { kv, slots, cache };
 }
 
@@ -74,7 +71,7 @@ export function writeKvCacheFp8(args: WriteKvCacheFp8Args): void {
 export function quantizeKvCacheFp8(kv: Tensor, stream?: Stream): Tensor {
   const fn = "quantizeKvCacheFp8";
   checkTensor(fn, "kv", kv, { dtypes: ["bf16"], shape: [undefined, 576], dims: ["num_tokens", "d_qk"], lastDimContiguous: true });
-  if (stream !== undefined && !(stream instanceof Stream)) throw new ArgumentError(fn, "stream", "a Stream (Stream.create()) or undefined", stream === null ? "null" : typeof stream);
+  checkStream(fn, stream);
   const n = kv.shape[0];
   if (!kv.isCuda) {
     const host = kv.contiguousHost();
