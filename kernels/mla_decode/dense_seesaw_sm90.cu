@@ -881,19 +881,16 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     l_phase ^= 1;
   };
 #if MLA_FIRST_STAGGER
-  // Thread 0 issues the first pair's block 1 where the prologue left it to (its whole warp calls this).
-  auto stagger_block1 = [&]() {
-    if constexpr (!MC && !PIPE) {
-      if (wg == 0 && warp_u == 0) {  // thread 0, whose warpgroup waits for block 0 anyway
-        if (lane == 0 && sm.first_stagger) {
-          ptx::mbarrier_wait(&sm.kfull[0][0], 0);
-          load_tiles(p, sm, Pair{meta.begin_req_idx, meta.begin_block_idx, 1, {-1, sm.first_phys1}}, 1, 0, NUM_TILES, hk, policy, true);
-        }
-        __syncwarp();
+  // Thread 0 issues the first pair's block 1 where the prologue left it to.
+  if constexpr (!MC && !PIPE) {
+    if (wg == 0 && warp_u == 0) {  // thread 0's warp, whose warpgroup waits for block 0 anyway
+      if (lane == 0 && sm.first_stagger) {
+        ptx::mbarrier_wait(&sm.kfull[0][0], 0);
+        load_tiles(p, sm, Pair{meta.begin_req_idx, meta.begin_block_idx, 1, {-1, sm.first_phys1}}, 1, 0, NUM_TILES, hk, policy, true);
       }
+      __syncwarp();
     }
-  };
-  stagger_block1();
+  }
 #endif
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
     const int seqlen = p.cache_seqlens[req];
