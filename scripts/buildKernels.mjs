@@ -17,23 +17,38 @@ const outDir = path.resolve(process.env.FLASHMLA_KERNEL_DIR ?? path.join(root, "
 const strict = process.argv.includes("--strict");
 const nvcc = process.env.NVCC ?? "nvcc";
 
-/** The translation units: each becomes one cubin named after the file. */
-const SOURCES = [
-  "kv_cache/fp8_kv_writer.cu",
-  "mla_decode/sched_meta.cu",
-  "mla_decode/dense_decode_sm90.cu",
-  "mla_decode/dense_seesaw_sm90.cu",
-  "mla_decode/sparse_decode_sm90.cu",
-  "mla_decode/combine.cu",
-  "mla_decode/reference_fp32.cu",
-  "mla_decode/test_fill.cu",
-  "mla_decode/wgmma_probe_sm90.cu",
-  "bench/ceilings.cu",
-  "bench/bench_spin.cu",
-];
+/**
+ * The translation units: every .cu under kernels/ becomes one cubin. Its name is the file's, except for
+ * instantiation units (kernels/<arch>/decode/<path>/inst/<variant>.cu), named <path>_<variant>
+ * (dense_fast_bf16, sparse_m64_bf16): the file name is the variant, and a missing file is a variant that
+ * does not exist.
+ */
+function sourceFiles(dir) {
+  const out = [];
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) out.push(...sourceFiles(p));
+    else if (e.name.endsWith(".cu")) out.push(path.relative(kernelRoot, p));
+  }
+  return out.sort();
+}
+export function cubinName(src) {
+  const parts = src.split(path.sep);
+  const base = path.basename(src, ".cu");
+  const inst = parts.lastIndexOf("inst");
+  if (inst < 1) return base;
+  const decode = parts.indexOf("decode");
+  return [...parts.slice(decode + 1, inst), base].join("_");
+}
+const SOURCES = sourceFiles(kernelRoot);
+const names = new Map();
+for (const src of SOURCES) {
+  const name = cubinName(src);
+  if (names.has(name)) throw new Error(`buildKernels: ${src} and ${names.get(name)} would both build ${name}.cubin`);
+  names.set(name, src);
+}
 
-// NVCC_EXTRA_FLAGS adds flags, e.g. "-DMLA_ABLATE_LOADS" for a timing experiment into another
-// FLASHMLA_KERNEL_DIR (never for a shipped build).
+// NVCC_EXTRA_FLAGS adds flags for a build into another FLASHMLA_KERNEL_DIR (never for a shipped build).
 const FLAGS = ["-O3", "-std=c++17", "-gencode", "arch=compute_90a,code=sm_90a", "-cubin", "-Xptxas", "-v", "-lineinfo",
   ...(process.env.NVCC_EXTRA_FLAGS ?? "").split(" ").filter(Boolean)];
 
@@ -106,7 +121,7 @@ async function main() {
   const queue = [...SOURCES];
   async function worker() {
     for (let src; (src = queue.shift()); ) {
-      const name = path.basename(src, ".cu");
+      const name = cubinName(src);
       const srcPath = path.join(kernelRoot, src);
       const cubin = path.join(outDir, `${name}.cubin`);
       const t0 = Date.now();
@@ -121,7 +136,7 @@ async function main() {
       }
       const functions = parsePtxasReport(report);
       manifest.kernels[name] = {
-        source: `kernels/${src}`,
+        source: `kernels/${src.split(path.sep).join("/")}`,
         sourceSha256: sha256(Buffer.concat([readFileSync(srcPath), Buffer.from(headerHash)])),
         cubinSha256: sha256(readFileSync(cubin)),
         cubinBytes: statSync(cubin).size,

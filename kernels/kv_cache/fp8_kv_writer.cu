@@ -3,7 +3,7 @@
 // 128-value tile is the smallest power of two s >= 2^-13 with s*448 >= amax, found exactly (no log2
 // rounding), and q = e4m3(x / s) with round-to-nearest-even (exact division: s is a power of two).
 #include "../common/ptx.cuh"
-#include "../mla_decode/params.h"
+#include "../mla/params.h"
 
 namespace {
 

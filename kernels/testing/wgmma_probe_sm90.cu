@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <cuda_bf16.h>
 
-#include "decode_common.cuh"
+#include "../sm90/decode/common/heads_as_n.cuh"
 
 namespace {
 constexpr int PROBE_HEADS = 16;

@@ -5,7 +5,7 @@
 // cost, where every piece also pays a fixed overhead of p.fixed_overhead blocks (prologue, Q load,
 // epilogue, combine). An empty request still costs one block, so it gets a CTA that writes out = 0 and
 // lse = +inf.
-#include "params.h"
+#include "../mla/params.h"
 
 MLA_EXPORT_LAYOUT(sched_params_layout, mla::SchedParams, MLA_OFFSETS_SCHED)
 

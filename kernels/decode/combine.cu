@@ -4,7 +4,7 @@
 // and with an attention sink (sparse decode) out is further scaled by 1 / (1 + e^(sink - lse)).
 // Launched with programmatic dependent launch right after the main kernel: griddepcontrol.wait first.
 #include "../common/ptx.cuh"
-#include "params.h"
+#include "../mla/params.h"
 #include "split_merge.cuh"
 
 MLA_EXPORT_LAYOUT(combine_params_layout, mla::CombineParams, MLA_OFFSETS_COMBINE)
@@ -135,15 +135,14 @@ __device__ __forceinline__ void merge_rows(const mla::CombineParams& p, int req,
 // Grid (ceil(rows_per_kv / rows_per_cta), h_kv, b): rows [rows_per_cta · x, +rows_per_cta) of request z.
 template <typename T>
 __device__ __forceinline__ void combine(const mla::CombineParams& p) {
-  // MLA_PDL_EARLY_UNSPLIT: num_splits is the scheduler kernel's, complete before the main kernel began
-  // (launched without PDL), so it may be read before the wait; an unsplit request's CTAs then leave
-  // without waiting for the main kernel.
-  if (!MLA_PDL_EARLY_UNSPLIT) ptx::pdl_wait();
+  // num_splits is the scheduler kernel's, complete before the main kernel began (launched without PDL),
+  // so it may be read before the wait; an unsplit request's CTAs then leave without waiting for the
+  // main kernel.
   const int hk = blockIdx.y, req = blockIdx.z, tid = threadIdx.x, group = tid / 128, col = tid % 128;
   const int first = p.num_splits[req], n = p.num_splits[req + 1] - first;
   // Not split, or a pair the main kernel merged (skip_pairs): out and lse are written already.
   if (n <= 1 || (p.skip_pairs && n == 2)) return;
-  if (MLA_PDL_EARLY_UNSPLIT) ptx::pdl_wait();
+  ptx::pdl_wait();
   const int row_begin = blockIdx.x * p.rows_per_cta, row_end = min(row_begin + p.rows_per_cta, p.rows_per_kv);
 
   if (n < MANY_SPLITS) {  // each group its own rows, each thread every split of its columns

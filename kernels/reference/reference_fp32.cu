@@ -4,7 +4,7 @@
 // large shapes, where the CPU reference can only afford a sample of rows.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include "params.h"
+#include "../mla/params.h"
 
 MLA_EXPORT_LAYOUT(ref_params_layout, mla::RefParams, MLA_OFFSETS_REF)
 MLA_EXPORT_LAYOUT(sparse_ref_params_layout, mla::SparseRefParams, MLA_OFFSETS_SPARSE_REF)
