@@ -57,7 +57,6 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
   if (threadIdx.x == 0) {
     for (int s = 0; s < 2; ++s)
       for (int t = 0; t < NUM_TILES; ++t) ptx::mbarrier_init(&sm.kfull[s][t], 1);
-    for (int g = 0; g < 3; ++g) ptx::mbarrier_init(&sm.kempty[g], 2);
     ptx::mbarrier_init(&sm.l_ready, THREADS);
     ptx::mbarrier_init(&sm.qk0_issued, 4);
     if constexpr (PIPE) ptx::mbarrier_init(&sm.pv0r_issued, 4);

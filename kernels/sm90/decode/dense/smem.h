@@ -15,21 +15,18 @@ struct __align__(1024) Smem {
   float scale1[64];
   float l[2][64];            // final row sums of each warpgroup
   uint64_t kfull[2][NUM_TILES];
-  uint64_t kempty[3];        // unused
-  uint64_t wg_free[5];       // unused
-  uint64_t wg_sync[2];       // unused
   // The once-per-request exchange of sm.l: all 256 threads arrive and wait. An mbarrier, not a named
   // barrier: racecheck follows mbarriers (it reported the exchange under bar.sync), at the same speed.
   uint64_t l_ready;
   uint64_t qk0_issued;       // one arrival per W0 warp per pair once it queued QK0_FIRST tiles of Q·K0ᵀ
   uint64_t pv0r_issued;      // pipe: one arrival per W1 warp per pair once it queued sP0·V0R
   uint64_t q_full;           // the request's nine Q boxes landed (TMA: one arrival with their bytes)
-  int pair_done;             // merge_pairs: thread 0's reading of a pair's merge flag, for the other threads
-  uint64_t mc_free[5];       // unused
   // fast: thread 0's note to itself, from the prologue to the consumer's start, of whether block 1 of the
   // first pair waits, and its physical block (held in registers across the barrier they spilled 16
-  // bytes; read again from global memory they would wait behind the first blocks).
+  // bytes; read again from global memory they would wait behind the first blocks). 8-B aligned: one
+  // 64-bit store.
   int first_stagger, first_phys1;
+  int pair_done;             // merge_pairs: thread 0's reading of a pair's merge flag, for the other threads
 };
 constexpr int SMEM_BYTES = sizeof(Smem) + 1024;  // + the alignment of the dynamic shared memory to 1024 B
 static_assert(SMEM_BYTES <= 232448, "fits the opt-in shared memory of an H100/H200 SM");
