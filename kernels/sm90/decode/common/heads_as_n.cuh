@@ -72,14 +72,13 @@ __device__ __forceinline__ void h16_softmax(float (&st)[8], float (&mx)[4], floa
 
 // Pᵀ into its SW128 tile (as in wgmma_probe_sm90.cu): register x holds elements 2x, 2x+1, the 8x8 matrix
 // of tokens 16·warp + 8·(x&1) + 0..7 and rows 8·(x>>1) + 0..7; .trans stores its column i as the tile row
-// of query row 8·(x>>1) + i, in 16-byte chunk 2·warp + (x&1). Fenced for the wgmma that reads it.
-// FENCE = false: the caller fences once after several tiles.
-template <typename T, bool FENCE = true>
+// of query row 8·(x>>1) + i, in 16-byte chunk 2·warp + (x&1). Not fenced: the caller fences once after
+// its tiles, before the wgmma that reads them.
+template <typename T>
 __device__ __forceinline__ void h16_store_pt(const float (&st)[8], uint32_t pt_base, int warp, int lane) {
   const int g = lane / 8, r = 8 * (g >> 1) + lane % 8, chunk = 2 * warp + (g & 1);
   ptx::stmatrix_x4_trans(pt_base + r * 128 + ((chunk ^ (r & 7)) << 4), ptx::pack2<T>(st[0], st[1]), ptx::pack2<T>(st[2], st[3]),
                          ptx::pack2<T>(st[4], st[5]), ptx::pack2<T>(st[6], st[7]));
-  if constexpr (FENCE) ptx::fence_proxy_async_smem();
 }
 
 }  // namespace mla

@@ -1,0 +1,47 @@
+// Where a finished request's rows go: out and lse for a piece that holds the whole request (the attention
+// sink applied here), or o_accum and lse_accum at the piece's split slot for the combine, in the dense
+// layout with h_kv = 1 (row = s * h_q + head), so the dense combine merges them and applies the sink.
+#pragma once
+#include "../common/tiles.cuh"
+
+namespace mla::sparse {
+
+// 1 / the divisor of an unsplit row: out = o / (L + 2^(sink·log2e - M)); 0 for an empty row, and a +inf
+// sink gives 0.
+__device__ __forceinline__ float unsplit_inv(const SparseParams& p, int head, float L, float M) {
+  float denom = L;
+  if (p.attn_sink != nullptr) denom += exp2f(p.attn_sink[head] * LOG2E - M);
+  return L == 0.0f ? 0.0f : 1.0f / denom;
+}
+
+// A 64-row consumer warpgroup's O columns [256 wg, +256) of heads h0 + 16 warp + lane / 4 (+ 8): o in
+// wgmma's accumulator layout, L and M the two rows' final sum and max (log2 domain).
+template <typename T>
+__device__ __forceinline__ void store_rows(const SparseParams& p, float (&o)[128], int req, int h0, int s_idx, int wg, int warp_in_wg, int lane,
+                                           bool is_split, int slot, const float (&L)[2], const float (&M)[2]) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int head = h0 + 16 * warp_in_wg + lane / 4 + 8 * half;
+    if (head >= p.h_q) continue;
+    const bool empty = L[half] == 0.0f;  // a NaN L propagates
+    if (!is_split) {
+      const float inv = unsplit_inv(p, head, L[half], M[half]);
+      uint16_t* out = static_cast<uint16_t*>(p.out) + ((static_cast<long long>(req) * p.s_q + s_idx) * p.h_q + head) * D_V;
+#pragma unroll
+      for (int i = 2 * half; i < 128; i += 4)
+        *reinterpret_cast<uint32_t*>(out + wg * 256 + 8 * (i >> 2) + 2 * (lane % 4)) = ptx::pack2<T>(o[i] * inv, o[i + 1] * inv);
+      if (wg == 0 && lane % 4 == 0)
+        p.lse[(static_cast<long long>(req) * p.h_q + head) * p.s_q + s_idx] = empty ? INFINITY : (__log2f(L[half]) + M[half]) * LN2;
+    } else {
+      const float inv = empty ? 0.0f : 1.0f / L[half];
+      const long long row = static_cast<long long>(slot) * p.s_q * p.h_q + s_idx * p.h_q + head;
+      float* oa = p.o_accum + row * D_V;
+#pragma unroll
+      for (int i = 2 * half; i < 128; i += 4)
+        *reinterpret_cast<float2*>(oa + wg * 256 + 8 * (i >> 2) + 2 * (lane % 4)) = make_float2(o[i] * inv, o[i + 1] * inv);
+      if (wg == 0 && lane % 4 == 0) p.lse_accum[row] = empty ? -INFINITY : __log2f(L[half]) + M[half];
+    }
+  }
+}
+
+}  // namespace mla::sparse
