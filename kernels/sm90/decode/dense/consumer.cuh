@@ -27,9 +27,8 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     ptx::named_barrier_sync(bar, 128);
     if (warp_u == 0) refill<PIPE>(p, sm, next, g, hk, policy, lane);
   };
-  // All 256 threads meet on sm.l_ready (the pair merge's count; the l exchange below keeps its own three
-  // lines: written through this helper, and with the pair condition as one helper shared with
-  // piece_needs_combine, the SASS changed).
+  // All 256 threads meet on sm.l_ready, for the pair merge's count (the l exchange below keeps its own
+  // three lines: through this helper its SASS changed).
   auto consumers_sync = [&]() {
     ptx::mbarrier_arrive(&sm.l_ready);
     ptx::mbarrier_wait(&sm.l_ready, l_phase);

@@ -62,7 +62,7 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
     if constexpr (PIPE) ptx::mbarrier_init(&sm.pv0r_issued, 4);
     ptx::mbarrier_init(&sm.q_full, 1);
     ptx::fence_mbarrier_init();
-    // Q first: issued behind every SM's first K blocks, it waited for them (a 10 k-cycle first load).
+    // Q before the first K blocks: issued after them, it waited behind every SM's (~10 k cycles).
     if (p.q_tma) load_q_tma(p, sm, meta.begin_req_idx, blockIdx.x, blockIdx.y);
     ptx::prefetch_tensormap(&p.tmap_kv);
     // The first pair of blocks; afterwards each warpgroup refills what it frees.
