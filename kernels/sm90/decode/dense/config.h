@@ -10,9 +10,10 @@ namespace mla::dense {
 constexpr int THREADS = 256;
 static_assert(THREADS * 255 <= 65536, "255 registers a thread fit one SM's register file");
 
-// Named barriers (id 0 is __syncthreads). The SCALE/P0 ones are used once per pair: one warpgroup
-// arrives, the other waits (256 threads); BAR_WG0/1 are a warpgroup's own (128 threads).
-enum : uint32_t { BAR_CONSUMERS = 1, BAR_SCALE0_READY = 2, BAR_SCALE1_READY = 3, BAR_P0_READY = 4, BAR_WG0 = 6, BAR_WG1 = 7 };
+// Named barriers (id 0 is __syncthreads). P0_READY is used once per pair: W0 arrives, W1 waits (256
+// threads; what it orders, sP0, W1 reads only through wgmma); BAR_WG0/1 are a warpgroup's own (128
+// threads). The scale hand-overs go through mbarriers (smem.h).
+enum : uint32_t { BAR_CONSUMERS = 1, BAR_P0_READY = 4, BAR_WG0 = 6, BAR_WG1 = 7 };
 
 // W1 queues Q·K1ᵀ once W0 queued the first 4 tiles of Q·K0ᵀ, so S0 is ready first and W0's softmax
 // overlaps the tail of W1's Q·Kᵀ (dense-compute 529.0 vs 535.1 µs; 1, 6 and 8 no better).

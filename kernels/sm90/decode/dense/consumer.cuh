@@ -115,7 +115,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       ptx::wgmma_wait<0>();
       ptx::fence_regs(o);
       release_and_refill(BAR_WG0, REFILL_K0_LEFT, next);
-      ptx::named_barrier_sync(BAR_SCALE1_READY, THREADS);
+      ptx::mbarrier_wait(&sm.scale1_ready, phase);
       float scale1[2];
       take_scale1(m, l, scale1, sm, warp_in_wg, lane);
       scale_p<T>(p0, scale1);
@@ -167,7 +167,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
             if (lane % 4 == 0) sm.m[r] = m_new[half], sm.scale0[r] = scale0[half];
             m[half] = m_new[half];
           }
-          ptx::named_barrier_arrive(BAR_SCALE0_READY, THREADS);
+          ptx::mbarrier_arrive(&sm.scale0_ready);
           exp_sum(s, l, m, scale0, p.scale_log2);
           w0_steps_3_4(scale0, blk0, blk1, next);
           ptx::mbarrier_wait(&sm.pv0r_issued, phase);  // W1 queued sP0·V0R (and stored sP1)
@@ -185,7 +185,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           }
         } else {
           mask_scale<false>(s, p, blk1, lane, limit);
-          ptx::named_barrier_sync(BAR_SCALE0_READY, THREADS);
+          ptx::mbarrier_wait(&sm.scale0_ready, phase);
           float m0[2], s0[2], m_new[2], s1[2], scale01[2];
 #pragma unroll
           for (int half = 0; half < 2; ++half) {
@@ -202,8 +202,8 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
             m[half] = m_new[half];
           }
           // W0 reads sP1 only after pv0r_issued, which each W1 warp arrives on after storing it, so
-          // SCALE1 carries only the max and scale and goes out before the exponentials.
-          ptx::named_barrier_arrive(BAR_SCALE1_READY, THREADS);
+          // scale1_ready carries only the max and scale and goes out before the exponentials.
+          ptx::mbarrier_arrive(&sm.scale1_ready);
           exp_sum(s, l, m, scale01, p.scale_log2);
           uint32_t p1[4][4];
           pack_p<T>(p1, s);
@@ -240,7 +240,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           mask_scale(s, p, blk0, lane, limit);
           float scale0[2];
           softmax_w0(s, m, l, scale0, sm, warp_in_wg, lane);
-          ptx::named_barrier_arrive(BAR_SCALE0_READY, THREADS);
+          ptx::mbarrier_arrive(&sm.scale0_ready);
           w0_steps_3_4(scale0, blk0, blk1, next);
           pv_ss<T>(o, p_tile(sm, 1), sm.k[1], 0);  // O_L += sP1·V1L
           ptx::wgmma_wait<0>();
@@ -251,14 +251,14 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           ptx::mbarrier_wait(&sm.qk0_issued, phase);
           compute_s<T>(s, sm, 1, phase);
           mask_scale(s, p, blk1, lane, limit);
-          ptx::named_barrier_sync(BAR_SCALE0_READY, THREADS);
+          ptx::mbarrier_wait(&sm.scale0_ready, phase);
           float scale01[2];
           softmax_w1(s, m, l, scale01, sm, warp_in_wg, lane);
           uint32_t p1[4][4];
           pack_p<T>(p1, s);
           store_p(p_tile(sm, 1), p1, warp_in_wg, lane);
           ptx::fence_proxy_async_smem();
-          ptx::named_barrier_arrive(BAR_SCALE1_READY, THREADS);
+          ptx::mbarrier_arrive(&sm.scale1_ready);
           w1_steps_4_5(scale01, p1, blk0, blk1);
           ptx::wgmma_wait<0>();
           ptx::fence_regs(o);

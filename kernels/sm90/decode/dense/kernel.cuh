@@ -58,6 +58,8 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
     for (int s = 0; s < 2; ++s)
       for (int t = 0; t < NUM_TILES; ++t) ptx::mbarrier_init(&sm.kfull[s][t], 1);
     ptx::mbarrier_init(&sm.l_ready, THREADS);
+    ptx::mbarrier_init(&sm.scale0_ready, 128);
+    ptx::mbarrier_init(&sm.scale1_ready, 128);
     ptx::mbarrier_init(&sm.qk0_issued, 4);
     if constexpr (PIPE) ptx::mbarrier_init(&sm.pv0r_issued, 4);
     ptx::mbarrier_init(&sm.q_full, 1);

@@ -18,6 +18,13 @@ struct __align__(1024) Smem {
   // The once-per-request exchange of sm.l: all 256 threads arrive and wait. An mbarrier, not a named
   // barrier: racecheck follows mbarriers (it reported the exchange under bar.sync), at the same speed.
   uint64_t l_ready;
+  // The per-pair hand-over of the running max and scale (sm.m, sm.scale0: W0 -> W1; sm.m, sm.scale1:
+  // W1 -> W0): every thread of the publishing warpgroup arrives (128) after its writes, and its reads of
+  // the other side's values, and the other warpgroup waits. One side only arrives, which a named
+  // barrier would also order (bar.arrive releases), but racecheck does not model bar.arrive and reported
+  // these exchanges; through mbarriers it follows them, and dense-compute-mtp measured no slower.
+  uint64_t scale0_ready;
+  uint64_t scale1_ready;
   uint64_t qk0_issued;       // one arrival per W0 warp per pair once it queued QK0_FIRST tiles of Q·K0ᵀ
   uint64_t pv0r_issued;      // pipe: one arrival per W1 warp per pair once it queued sP0·V0R
   uint64_t q_full;           // the request's nine Q boxes landed (TMA: one arrival with their bytes)
