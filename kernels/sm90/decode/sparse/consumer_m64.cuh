@@ -36,22 +36,30 @@ __device__ __forceinline__ void load_q(const SparseParams& p, Smem& sm, int req,
   }
 }
 
-// The valid flags of this thread's 16 token columns, 8c + 2(lane % 4) + e, as bits 2c + e (read after
-// the block's kfull wait; the buffer's release by lane 0 follows a __syncwarp).
+// The valid flags of this thread's 16 token columns, 8c + 2(lane % 4) + e, as bits 2c + e, read after the
+// block's kfull wait. Lane 0 reads the block's 64 bits and shares them by shuffle: it is the lane that
+// releases the buffer for its warp (kempty), and racecheck orders a read before the producer's next
+// write only through the reading thread's own arrival.
 __device__ __forceinline__ uint32_t load_valid_bits(const Smem& sm, int stage, int lane) {
-  uint32_t vbits = 0;
-#pragma unroll
-  for (int c = 0; c < 8; ++c) {
-    const uint32_t two = *reinterpret_cast<const uint16_t*>(&sm.valid[stage][8 * c + 2 * (lane % 4)]);
-    vbits |= ((two & 1u) | ((two >> 7) & 2u)) << (2 * c);
+  uint32_t lo = 0, hi = 0;
+  if (lane == 0) {
+    const uint2 w = *reinterpret_cast<const uint2*>(sm.valid[stage]);
+    lo = w.x, hi = w.y;
   }
-  return vbits;
+  lo = __shfl_sync(0xFFFFFFFFu, lo, 0);
+  hi = __shfl_sync(0xFFFFFFFFu, hi, 0);
+  // Byte c of a word holds tokens 8c .. 8c + 7; this lane's two of them to bits 2c, 2c + 1.
+  auto gather = [&](uint32_t word) {
+    const uint32_t x = (word >> (2 * (lane % 4))) & 0x03030303u;
+    return (x | x >> 6 | x >> 12 | x >> 18) & 0xFFu;
+  };
+  return gather(lo) | gather(hi) << 8;
 }
 
-// WG0's hand-over of a block's P and its rows' rescale factors to WG1 (P_READY, an arrive: WG0 goes on
-// to its own P·V). Sixteen 32-bit stores, not stmatrix (store_p): stmatrix was 0.7 % faster, but racecheck
-// then reported the sm.scale writes against WG1's reads across this bar.arrive (which it does not model),
-// and stmatrix with an mbarrier hand-over, which it accepted, measured no faster than this form.
+// WG0's hand-over of a block's P and its rows' rescale factors to WG1. P_READY is a full barrier on both
+// sides: WG1 is already waiting there (it passed P_FREE with WG0 and then only waits for the block), so
+// WG0 loses nothing by waiting too, and racecheck, which does not model bar.arrive, sees sm.scale's
+// hand-over ordered. Sixteen 32-bit stores rather than stmatrix (store_p), which measured no faster here.
 __device__ __forceinline__ void give_p(Smem& sm, const uint32_t (&a)[4][4], const float (&scale)[2], int warp_in_wg, int lane) {
   store_p_words(sm.p, a, warp_in_wg, lane);
   if (lane % 4 == 0) {
@@ -59,7 +67,7 @@ __device__ __forceinline__ void give_p(Smem& sm, const uint32_t (&a)[4][4], cons
     sm.scale[16 * warp_in_wg + lane / 4 + 8] = scale[1];
   }
   ptx::fence_proxy_async_smem();
-  ptx::named_barrier_arrive_unaligned(BAR_P_READY, CONSUMER_THREADS);
+  ptx::named_barrier_sync_unaligned(BAR_P_READY, CONSUMER_THREADS);
 }
 
 // WG1's side: waits for P and reads its rows' factors.
@@ -167,8 +175,8 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
         ptx::wgmma_wait<0>();
         ptx::fence_regs(o);
       }
-      // Lane 0 arrives for its warp: the other lanes' reads of this buffer (the valid flags) must be
-      // ordered before it, since an mbarrier arrive releases only the arriving thread's accesses.
+      // Lane 0 arrives for its warp: the warp read this buffer through its wgmma (retired above) and
+      // lane 0's read of the valid flags.
       __syncwarp();
       if (lane == 0) {
         ptx::mbarrier_arrive(&sm.kempty[stage]);

@@ -24,9 +24,17 @@
 
 namespace mla::sparse {
 
-// The valid flag of a block's token: written by the producer thread that owns it, before its kfull
-// arrival; the consumers read it after their kfull wait.
-__device__ __forceinline__ void store_valid(Smem& sm, int stage, int token, bool valid) { sm.valid[stage][token] = valid ? 1 : 0; }
+// A block's valid flags, one bit per token (byte j: tokens 8j .. 8j + 7), from a warp's ballot, written
+// by its lane 0, which then arrives on kfull itself: racecheck orders a write before the consumers'
+// reads only through the writing thread's own arrival (a __syncwarp before another lane's arrival does
+// not count for it). `bits` covers `bytes` bytes from byte j.
+template <int BYTES>
+__device__ __forceinline__ void store_valid_bits(Smem& sm, int stage, int j, uint32_t bits, int lane) {
+  static_assert(BYTES == 1 || BYTES == 4, "a warp's 8 tokens or its 32");
+  if (lane != 0) return;
+  if constexpr (BYTES == 1) sm.valid[stage][j] = static_cast<uint8_t>(bits);
+  else *reinterpret_cast<uint32_t*>(&sm.valid[stage][j]) = bits;
+}
 
 template <class Fmt, bool XO>
 __device__ __forceinline__ void producer(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx, int pidx) {
@@ -102,12 +110,12 @@ __device__ __forceinline__ void producer(const SparseParams& p, Smem& sm, const 
 #pragma unroll
         for (int k = 0; k < 2; ++k) put(8 * TILE_BYTES + sw128(token, q + 4 * k), valid ? rope[r][k] : make_uint4(0, 0, 0, 0));
       }
-      if constexpr (!XO) {
-        if (q == 0) store_valid(sm, stage, token, valid);
+      if constexpr (!XO) {  // lanes 0-7 hold the warp's tokens 32·pidx + 8·warp + 0..7
+        store_valid_bits<1>(sm, stage, 4 * pidx + warp, __ballot_sync(0xFFFFFFFFu, valid) & 0xFFu, lane);
       }
     }
-    if constexpr (XO) {
-      if (t < 64 && pidx == 0) store_valid(sm, stage, t, slot_of(p, flag_entry) >= 0);
+    if constexpr (XO) {  // warps 0-1 of producer 0 hold tokens 32·warp + lane (flag_entry)
+      if (pidx == 0 && warp < 2) store_valid_bits<4>(sm, stage, 4 * warp, __ballot_sync(0xFFFFFFFFu, slot_of(p, flag_entry) >= 0), lane);
     }
     ptx::fence_proxy_async_smem();  // the consumers' wgmma (and, with crossover, the bulk copy) read these generic writes
     if constexpr (XO) {

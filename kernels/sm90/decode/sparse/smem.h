@@ -18,7 +18,7 @@ struct __align__(1024) Smem {
   float scale[64];              // row rescale factor of the current block (WG0 -> WG1)
   float l[64];                  // final row sums (WG0 -> WG1)
   float m[64];                  // final row maxima, log2 domain
-  uint8_t valid[K_STAGES][64];  // per K buffer: token holds a valid index
+  alignas(8) uint8_t valid[K_STAGES][8];  // per K buffer: bit i of byte j = token 8j + i holds a valid index
   uint64_t kfull[K_STAGES];     // the producers' threads arrive once the block is written (+ the peer's half by complete_tx)
   uint64_t kempty[K_STAGES];    // the consumers' warps (of both CTAs with crossover) arrive once they no longer read it
 };
@@ -53,8 +53,8 @@ struct __align__(1024) Smem {
   float merge_ml[2][H16_ROWS];                 // WG1's m and L
   float qexp[H16_ROWS];                        // 2^k of each head (Q is scaled into f16's range)
   uint8_t valid[STAGES][64];
-  uint64_t full[STAGES];                       // FULL_ARRIVALS: lanes 0-7 of each producer warp (lane 0 with the valid tokens' bytes)
-  uint64_t empty[STAGES];                      // the consuming warpgroup's 4 warps arrive
+  uint64_t full[STAGES];                       // FULL_ARRIVALS: lanes 0-7 of each producer warp (each with its token's bytes)
+  uint64_t empty[STAGES];                      // the consuming warpgroup's 128 threads arrive
 };
 template <class Fmt>
 constexpr int smem_bytes = sizeof(Smem<Fmt>) + 1024;
@@ -66,7 +66,7 @@ template <class Fmt>
 __device__ __forceinline__ void init_barriers(Smem<Fmt>& sm) {
   for (int s = 0; s < STAGES; ++s) {
     ptx::mbarrier_init(&sm.full[s], FULL_ARRIVALS);
-    ptx::mbarrier_init(&sm.empty[s], 4);
+    ptx::mbarrier_init(&sm.empty[s], 128);
   }
   ptx::fence_mbarrier_init();
 }

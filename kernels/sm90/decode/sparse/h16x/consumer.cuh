@@ -137,8 +137,10 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem<Fmt>& sm, c
       mask(st, mx, sm.valid[stage], p.scale_log2, warp, lane);
       vote_softmax(st, mx, m, l, ot, red, warp, lane, bar, [&](const float (&v)[8]) { store_pt_scaled(v, sc, pt_base, warp, lane); });
       pv<Fmt>(ot, sb, pt_base, warp, lane);
-      ptx::named_barrier_sync(bar, 128);  // every warp's reads of the stage (and of Pᵀ) are done
-      if (lane == 0) ptx::mbarrier_arrive(&sm.empty[stage]);
+      // Every warp's reads of Pᵀ are done before any rewrites it; every thread releases the stage itself
+      // (racecheck orders a thread's reads before the producers' next copy only through its own arrival).
+      ptx::named_barrier_sync(bar, 128);
+      ptx::mbarrier_arrive(&sm.empty[stage]);
     }
     float L[4] = {l[0], l[1], l[2], l[3]};
     h16_col_reduce(L, red, warp, lane, bar, [](float a, float b) { return a + b; });

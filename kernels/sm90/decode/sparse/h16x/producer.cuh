@@ -10,12 +10,11 @@ namespace mla::sparse::h16x {
 
 // The 8 producer warps: warp pw's lanes 0-7 copy tokens 8pw .. 8pw + 7 of each block (a token without a
 // slot: its row zeroed, so V holds no stale NaN, and its flag cleared); each of them arrives on the
-// stage's full barrier, lane 0 expecting the warp's valid tokens' bytes. Indices two blocks ahead. The
+// stage's full barrier, each expecting its own token's bytes. Indices two blocks ahead. The
 // loop runs while the cursor has a block rather than over a count walked first, whose dependent loads
 // of the requests' lengths delayed the first copy (sparse-h16 on the H200: 121.6 against 124.1 µs).
 template <class Fmt>
 __device__ __forceinline__ void producer(const SparseParams& p, Smem<Fmt>& sm, const SchedMeta& meta, int s_idx, int pidx) {
-  constexpr uint32_t FULL = 0xFFFFFFFFu;
   const int t = threadIdx.x - CONSUMER_THREADS - 128 * pidx, lane = t % 32, pw = 4 * pidx + t / 32;
   const int my_token = 8 * pw + (lane & 7);
   Cursor ahead = cursor_begin(p, meta);
@@ -38,13 +37,16 @@ __device__ __forceinline__ void producer(const SparseParams& p, Smem<Fmt>& sm, c
       ptx::fence_proxy_async_smem();  // before a later bulk copy into the same row
     }
     if (mine) sm.valid[stage][my_token] = valid ? 1 : 0;
-    const uint32_t n_valid = __popc(__ballot_sync(FULL, mine && valid));
-    // Each lane that wrote (zeros, its flag) arrives itself, so the release covers its own writes (racecheck
-    // did not take a __syncwarp before lane 0's arrive for that); lane 0's arrival also expects the bytes.
-    if (lane == 0) ptx::mbarrier_arrive_expect_tx(&sm.full[stage], n_valid * Fmt::TOKEN_BYTES);
-    else if (mine) ptx::mbarrier_arrive(&sm.full[stage]);
-    __syncwarp();
-    if (mine && valid) ptx::bulk_copy_global_to_smem(ptx::smem_addr(row), Fmt::token(p, slot_cur), Fmt::TOKEN_BYTES, &sm.full[stage]);
+    // Each lane arrives itself after its writes (zeros, its flag) and its copy, expecting the copy's
+    // bytes: racecheck orders a thread's writes, a bulk copy's too, before the consumers' reads only
+    // through that thread's own arrival. A copy that lands before the arrival's expect_tx leaves the
+    // barrier's tx-count negative with the arrival pending, so the phase cannot complete early.
+    if (mine && valid) {
+      ptx::bulk_copy_global_to_smem(ptx::smem_addr(row), Fmt::token(p, slot_cur), Fmt::TOKEN_BYTES, &sm.full[stage]);
+      ptx::mbarrier_arrive_expect_tx(&sm.full[stage], Fmt::TOKEN_BYTES);
+    } else if (mine) {
+      ptx::mbarrier_arrive(&sm.full[stage]);
+    }
     slot_cur = slot_nxt;
     slot_nxt = slot_of(p, pending);
     has_cur = has_nxt;
