@@ -1,6 +1,6 @@
-// Checks the host/device contract without a GPU: compiles kernels/mla_decode/params.h into a small host
+// Checks the host/device contract without a GPU: compiles kernels/mla/params.h into a small host
 // program (nvcc) that prints sizeof and every field offset of each params struct, and compares them with
-// the mirrors in src/mla/params.ts (built to dist/). On the GPU the same check runs at module load
+// the mirrors in src/mla/contract/params.ts (built to dist/). On the GPU the same check runs at module load
 // against the tables each cubin exports; this catches a drift in CI, before any GPU sees it.
 // Usage (after `npm run build`): node scripts/checkParamsLayout.mjs
 import { execFileSync } from "node:child_process";
@@ -10,7 +10,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
-const params = await import(path.join(root, "dist/src/mla/params.js"));
+const params = await import(path.join(root, "dist/src/mla/contract/params.js"));
 // params.h offsets macro -> C++ struct -> TS mirror.
 const STRUCTS = [
   ["MLA_OFFSETS_SCHED", "SchedParams", params.SchedParamsStruct],
@@ -28,7 +28,7 @@ try {
   writeFileSync(src, [
     "#include <cstdio>",
     "#include <cstddef>",
-    `#include "${path.join(root, "kernels/mla_decode/params.h")}"`,
+    `#include "${path.join(root, "kernels/mla/params.h")}"`,
     '#define FIELD(T, f) printf("%s %s %d\\n", #T, #f, (int)offsetof(T, f));',
     "int main() {",
     '  printf("const D_V %d\\n", mla::D_V);',
@@ -60,7 +60,7 @@ try {
     }
   }
   if (problems.length > 0) {
-    console.error(`checkParamsLayout: params.h and src/mla/params.ts disagree:\n  ${problems.join("\n  ")}`);
+    console.error(`checkParamsLayout: params.h and src/mla/contract/params.ts disagree:\n  ${problems.join("\n  ")}`);
     process.exit(1);
   }
   console.log(`checkParamsLayout: ${STRUCTS.length} structs (${device.size - STRUCTS.length - 1} fields) and D_V agree between params.h and params.ts`);
