@@ -1,4 +1,4 @@
-// Data movement: TMA, bulk copies, cp.async, prefetches and the special global loads.
+// Data movement: TMA, bulk copies, prefetches and the special global loads.
 // One named inline wrapper per PTX instruction, each with its PTX ISA section
 // (https://docs.nvidia.com/cuda/parallel-thread-execution/). Hopper facts verified on the H200 are in
 // HOPPER-NOTES.md of the design notes; the few that bit us are repeated beside the wrapper.
@@ -8,14 +8,6 @@
 namespace ptx {
 
 // ---- bulk copies between shared memories and from global memory (PTX ISA §9.7.9.25) --------------
-
-// st.async ... mbarrier::complete_tx::bytes.v4.b32: 16 bytes into a peer CTA's shared memory, crediting
-// 16 bytes to the peer's mbarrier (both addresses from mapa).
-__device__ __forceinline__ void st_async_v4(uint32_t cluster_addr, uint4 v, uint32_t cluster_bar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(cluster_addr),
-               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(cluster_bar)
-               : "memory");
-}
 
 // cp.async.bulk.shared::cluster.shared::cta ... mbarrier::complete_tx::bytes: copies `bytes` (a multiple
 // of 16, both addresses 16-byte aligned) of this CTA's shared memory into a peer CTA's, crediting the
@@ -38,13 +30,6 @@ __device__ __forceinline__ void bulk_copy_global_to_smem(uint32_t smem_dst, cons
                : "memory");
 }
 
-// The same, multicast: `bytes` land at smem_dst in every CTA of cta_mask, each crediting its own barrier
-// at the offset of `bar` (scripts/device/l2-probe.cu: whether halving L2 reads raises what SMs receive).
-__device__ __forceinline__ void bulk_copy_global_to_smem_multicast(uint32_t smem_dst, const void* src, uint32_t bytes, uint64_t* bar, uint16_t cta_mask) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;" ::"r"(smem_dst),
-               "l"(src), "r"(bytes), "r"(smem_addr(bar)), "h"(cta_mask)
-               : "memory");
-}
 // ---- TMA: cp.async.bulk.tensor (PTX ISA §9.7.9.25) -------------------------------------------------
 
 // createpolicy.fractional.L2::evict_first: the K/V stream is read once per CTA (FlashMLA's hint).
@@ -80,24 +65,6 @@ __device__ __forceinline__ void prefetch_tensormap(const void* tmap) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(tmap) : "memory");
 }
 
-// cp.async.bulk.prefetch.tensor.4d.L2: the box tma_load_4d would load, into L2 only, with its cache policy.
-__device__ __forceinline__ void tma_prefetch_4d(const void* tmap, int c0, int c1, int c2, int c3, uint64_t policy) {
-  asm volatile("cp.async.bulk.prefetch.tensor.4d.L2.global.tile.L2::cache_hint [%0, {%1, %2, %3, %4}], %5;" ::"l"(tmap), "r"(c0), "r"(c1), "r"(c2),
-               "r"(c3), "l"(policy)
-               : "memory");
-}
-
-// The same load multicast to every CTA of the cluster in cta_mask: each receives the tile at the same
-// shared-memory offset and its own mbarrier at `bar`'s offset gets the complete_tx.
-__device__ __forceinline__ void tma_load_4d_multicast(void* dst, const void* tmap, uint64_t* bar, int c0, int c1, int c2, int c3,
-                                                     uint16_t cta_mask, uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster.L2::cache_hint"
-      " [%0], [%1, {%2, %3, %4, %5}], [%6], %7, %8;" ::"r"(smem_addr(dst)),
-      "l"(tmap), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_addr(bar)), "h"(cta_mask), "l"(policy)
-      : "memory");
-}
-
 // ---- loads past L1 (another SM's data, written during this kernel) -----------------------------------
 
 // ld.global.cg.v2.f32: two floats from L2, past L1 (another SM's partial, written during this kernel).
@@ -114,19 +81,7 @@ __device__ __forceinline__ float ld_cg_f32(const float* p) {
   return v;
 }
 
-// `src_bytes` 0 writes zeros and reads nothing (src must still be a valid address form).
-__device__ __forceinline__ void cp_async_16(uint32_t smem_dst, const void* src, uint32_t src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_dst), "l"(src), "r"(src_bytes) : "memory");
-}
-
-// cp.async.commit_group: closes this thread's cp.async issued so far into a group.
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-
-// cp.async.wait_group N: waits until at most N of this thread's groups are still in flight.
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
+// ---- prefetches ------------------------------------------------------------------------------------
 
 // cp.async.bulk.prefetch.L2: pull `bytes` (a multiple of 16, 16-byte aligned) into L2 without waiting or
 // using registers; a gather can then find its lines (and their address translation) warm.
@@ -142,22 +97,15 @@ __device__ __forceinline__ void prefetch_l2(const void* p) {
 
 // ---- read-only global loads ------------------------------------------------------------------------
 
-// The gather loads below allocate in L1 (evict_last, as FlashMLA's gathers). Allocating in L1 (evict_last, as FlashMLA's gathers) rather than L1::no_allocate took the sparse v3
-// kernel from 448.3 to 403.0 µs at sparse-v32 on the H200 (evict_normal: 405.5): the kernels are bound
-// by the L1 data pipe (LSU wavefronts at 77-83 % of peak in ncu), and with allocation the second 64-byte
-// piece of a 128-byte line is an L1 hit (L2 -> L1 bytes 916 -> 782 MB per launch).
+// The gather loads below allocate in L1 (evict_last, as FlashMLA's gathers): the sparse kernels are
+// bound by the L1 data pipe (LSU wavefronts at 77-83 % of peak in ncu), and with allocation the second
+// 64-byte piece of a 128-byte line is an L1 hit (L2 -> L1 bytes 916 -> 782 MB per launch). Against
+// L1::no_allocate: 403.0 vs 448.3 µs at sparse-v32 on the H200 (evict_normal 405.5).
 
 // ld.global.nc.L1::evict_last.v4: a 16-byte read-only load (a gathered KV token piece).
 __device__ __forceinline__ uint4 ld_nc_v4(const void* p) {
   uint4 v;
   asm volatile("ld.global.nc.L1::evict_last.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  return v;
-}
-
-// ld.global.nc.L1::evict_last.f32: one 4-byte read-only load (a token's dequantization scale).
-__device__ __forceinline__ float ld_nc_f32(const void* p) {
-  float v;
-  asm volatile("ld.global.nc.L1::evict_last.f32 %0, [%1];" : "=f"(v) : "l"(p));
   return v;
 }
 
@@ -169,5 +117,4 @@ __device__ __forceinline__ uint4 ld_nc_v4_l2_256(const void* p) {
   return v;
 }
 
-// Packs two f32 into 16-bit pairs (low half = first argument), the A-fragment format of wgmma.
 }  // namespace ptx

@@ -51,34 +51,14 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
       : "memory");
 }
 
-// mbarrier.try_wait.parity.acquire.cluster in a loop: for barriers that a peer CTA of the cluster
-// completes (st.async complete_tx, remote arrivals), so the peer's writes are visible after the wait.
-__device__ __forceinline__ void mbarrier_wait_cluster(uint64_t* bar, uint32_t parity) {
-  const uint32_t addr = smem_addr(bar);
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "WAIT_%=:\n"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n"
-      "}\n" ::"r"(addr),
-      "r"(parity)
-      : "memory");
-}
-
-// mbarrier.arrive.release.cluster on a barrier of another CTA of the cluster (address from mapa).
-__device__ __forceinline__ void mbarrier_arrive_remote(uint32_t cluster_addr) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(cluster_addr) : "memory");
-}
-
 // mbarrier.arrive.relaxed.cluster on a peer's barrier: the arrival orders nothing. For "this thread no
 // longer reads that buffer" once its reads have completed (wgmma_wait), it needs no fence; the release
-// form above waits for every outstanding memory operation of the thread (ERRBAR in SASS).
+// form waits for every outstanding memory operation of the thread (ERRBAR in SASS).
 __device__ __forceinline__ void mbarrier_arrive_remote_relaxed(uint32_t cluster_addr) {
   asm volatile("mbarrier.arrive.relaxed.cluster.shared::cluster.b64 _, [%0];" ::"r"(cluster_addr) : "memory");
 }
 
-// ---- clusters and distributed shared memory (PTX ISA §9.7.x mapa, st.async, barrier.cluster) --------
+// ---- clusters and distributed shared memory (PTX ISA §9.7.x mapa, barrier.cluster) --------
 
 // %cluster_ctarank: this CTA's rank in its cluster.
 __device__ __forceinline__ uint32_t cluster_ctarank() {
@@ -134,10 +114,6 @@ __device__ __forceinline__ bool named_barrier_sync_or(uint32_t id, uint32_t thre
 __device__ __forceinline__ void named_barrier_sync_unaligned(uint32_t id, uint32_t threads) {
   asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
-__device__ __forceinline__ void named_barrier_arrive_unaligned(uint32_t id, uint32_t threads) {
-  asm volatile("barrier.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
 // bar.arrive: signal a named barrier without waiting (the producer side of a bar.arrive/bar.sync pair;
 // like bar.sync it orders this thread's earlier shared-memory writes before the waiters continue).
 __device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threads) {
