@@ -1,7 +1,8 @@
 // Checks the host/device contract without a GPU: compiles kernels/mla/params.h into a small host
 // program (nvcc) that prints sizeof and every field offset of each params struct, and compares them with
-// the mirrors in src/mla/contract/params.ts (built to dist/). On the GPU the same check runs at module load
-// against the tables each cubin exports; this catches a drift in CI, before any GPU sees it.
+// the mirrors in src/mla/contract/params.ts and D_V with src/mla/contract/shape.ts (built to dist/). On
+// the GPU the same check runs at module load against the tables each cubin exports; this catches a drift
+// in CI, before any GPU sees it.
 // Usage (after `npm run build`): node scripts/checkParamsLayout.mjs
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -11,6 +12,7 @@ import { fileURLToPath } from "node:url";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const params = await import(path.join(root, "dist/src/mla/contract/params.js"));
+const { D_V } = await import(path.join(root, "dist/src/mla/contract/shape.js"));
 // params.h offsets macro -> C++ struct -> TS mirror.
 const STRUCTS = [
   ["MLA_OFFSETS_SCHED", "SchedParams", params.SchedParamsStruct],
@@ -44,7 +46,7 @@ try {
     if (m) device.set(`${m[1]}.${m[2]}`, Number(m[3]));
   }
   const problems = [];
-  if (device.get("const.D_V") !== params.D_V) problems.push(`D_V: ${device.get("const.D_V")} in params.h, ${params.D_V} in params.ts`);
+  if (device.get("const.D_V") !== D_V) problems.push(`D_V: ${device.get("const.D_V")} in params.h, ${D_V} in shape.ts`);
   for (const [, name, mirror] of STRUCTS) {
     const size = device.get(`${name}.size`);
     if (size !== mirror.size) problems.push(`${name}: sizeof ${size} in params.h, ${mirror.size} in params.ts`);
@@ -63,7 +65,7 @@ try {
     console.error(`checkParamsLayout: params.h and src/mla/contract/params.ts disagree:\n  ${problems.join("\n  ")}`);
     process.exit(1);
   }
-  console.log(`checkParamsLayout: ${STRUCTS.length} structs (${device.size - STRUCTS.length - 1} fields) and D_V agree between params.h and params.ts`);
+  console.log(`checkParamsLayout: ${STRUCTS.length} structs (${device.size - STRUCTS.length - 1} fields) and D_V agree between params.h and params.ts/shape.ts`);
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }

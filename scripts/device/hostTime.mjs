@@ -6,12 +6,12 @@
 // the params pack and the launch inside those calls. The GPU needs ~46 µs a call at this shape: a host
 // time above that leaves it waiting between calls (a CUDA graph replays without any of this).
 import { performance } from "node:perf_hooks";
-import { benchModules } from "../../dist/src/bench/benchModules.js";
-import { makeGpuDenseCase } from "../../dist/src/bench/makeGpuDenseCase.js";
+import { benchSpinKernel } from "../../dist/src/bench/benchSpin.js";
 import { loadDriver } from "../../dist/src/driver/loadDriver.js";
 import { flashMlaWithKvcache, getMlaMetadata, Stream, Tensor } from "../../dist/src/index.js";
-import { validateDenseArgs } from "../../dist/src/mla/flashMlaWithKvcache.js";
-import { DenseParamsStruct } from "../../dist/src/mla/params.js";
+import { DenseParamsStruct } from "../../dist/src/mla/contract/params.js";
+import { validateDenseArgs } from "../../dist/src/mla/dense/validateDense.js";
+import { makeGpuDenseCase } from "../../dist/src/testing/gpuDenseCase.js";
 import { Kernel } from "../../dist/src/runtime/Kernel.js";
 import { TensorMap } from "../../dist/src/runtime/TensorMap.js";
 
@@ -48,7 +48,7 @@ const b = 128, h_q = 16;
 const gc = makeGpuDenseCase({ b, s_q: 1, h_q, h_kv: 1, seqlens: Array(b).fill(1024), causal: false, dtype: "bf16" }, { seed: 3, stream });
 const kMap = { dataType: "bf16", globalAddress: gc.kCache.ptr, globalDim: [576, 1, 64, gc.numBlocks], globalStrides: [1152, 1152, 73728], boxDim: [64, 1, 64, 1], swizzle: "128B", l2Promotion: "128B" };
 hostLoop("TensorMap.encodeTiled (the K cache's map, asked again)", 5000, () => TensorMap.encodeTiled(kMap));
-const spin = benchModules(0).spin;
+const spin = benchSpinKernel(0);
 hostLoop("Kernel.launch of bench_spin(0)", 5000, () => spin.launch({ grid: 1, block: 1, stream }, [{ kind: "u64", value: 0n }]));
 const out = Tensor.emptyDevice([b, 1, h_q, 512], "bf16", 0), lse = Tensor.emptyDevice([b, h_q, 1], "f32", 0);
 const args = { q: gc.q, kCache: gc.kCache, blockTable: gc.blockTable, cacheSeqlens: gc.cacheSeqlens, headDimV: 512, schedMeta: getMlaMetadata(), stream, out, lse };

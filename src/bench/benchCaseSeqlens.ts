@@ -1,4 +1,4 @@
-import type { BenchCase } from "../../bench/cases.js";
+import type { BenchCase } from "./cases.js";
 import { Rng } from "../numeric/random.js";
 
 /**

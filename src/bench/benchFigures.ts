@@ -1,6 +1,7 @@
-import type { BenchCase, Target } from "../../bench/cases.js";
+import type { BenchCase, Target } from "./cases.js";
 import type { Bound } from "../roofline/roofline.js";
-import { FP8_V32_TOKEN_BYTES, type MlaCost } from "../roofline/mlaCost.js";
+import { FP8_TOKEN_BYTES } from "../numeric/kvCacheFp8.js";
+import type { MlaCost } from "../roofline/mlaCost.js";
 import { achievedGbPerS, achievedTflops, percentOfCeiling, type Roofs } from "../roofline/roofline.js";
 
 /** A target of BENCH.md and whether a measured time meets it. */
@@ -38,7 +39,7 @@ export interface BenchFigures {
 export function benchFigures(c: BenchCase, cost: Pick<MlaCost, "flop" | "bytes" | "nUnique">, timeUs: number, roofs: Roofs): BenchFigures {
   const tflops = achievedTflops(cost.flop, timeUs);
   const gbPerS = achievedGbPerS(cost.bytes, timeUs);
-  const cacheReadGbPerS = cost.nUnique === undefined ? undefined : achievedGbPerS(cost.nUnique * FP8_V32_TOKEN_BYTES, timeUs);
+  const cacheReadGbPerS = cost.nUnique === undefined ? undefined : achievedGbPerS(cost.nUnique * FP8_TOKEN_BYTES, timeUs);
   const headline: BenchFigures["headline"] =
     c.bound === "compute"
       ? { metric: "tflops", value: tflops }

@@ -1,6 +1,6 @@
 import Table from "cli-table3";
 import pc from "picocolors";
-import type { Target } from "../../bench/cases.js";
+import type { Target } from "./cases.js";
 import type { TargetVerdict } from "./benchFigures.js";
 import { cycleBudgetText } from "./benchCycleBudget.js";
 import type { BenchCaseResult } from "./runBenchCase.js";
@@ -15,12 +15,12 @@ export interface BenchTableOptions {
   ceilingLabel?: string;
 }
 
-const HEAD = ["case", "µs median", "µs p90", "TFLOPS", "GB/s", "% ceil", "bound", "FlashMLA (H200)", "first bar", "goal", "check"];
+const HEAD = ["case", "kernel", "µs median", "µs p90", "TFLOPS", "GB/s", "% ceil", "bound", "FlashMLA (H200)", "first bar", "goal", "check"];
 
 /**
- * The end-of-run table of `flashmla bench`: one row per case with the median and p90 time, TFLOPS,
- * GB/s (for sparse cases the FP8 cache read, N_unique · 656 B over the time), % of the binding
- * measured roof, the bound, FlashMLA's anchor, the first bar and goal with a met/miss verdict, and
+ * The end-of-run table of `flashmla bench`: one row per case with the kernel that served it, the
+ * median and p90 time, TFLOPS, GB/s (for sparse cases the FP8 cache read, N_unique · 656 B over the
+ * time), % of the binding measured roof, the bound, FlashMLA's anchor, the first bar and goal with a met/miss verdict, and
  * the correctness check; then the SM clock, power and clock-event reasons NVML sampled during each
  * case's timed calls, the seed's cycle budget of each sparse case and one note per case that is not
  * plainly ok.
@@ -39,6 +39,7 @@ export function benchTable(results: readonly BenchCaseResult[], opts: BenchTable
       r.check === undefined ? c.dim(statusText(r)) : r.check.ok ? c.green("ok") : c.red("FAILED");
     t.push([
       r.case,
+      r.kernel,
       time === undefined ? c.dim("n/a") : num(time.median, 1),
       time === undefined ? "" : num(time.p90, 1),
       fig === undefined ? "" : num(fig.tflops, 1),

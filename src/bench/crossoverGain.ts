@@ -1,10 +1,11 @@
-import { BENCH_KERNELS, type BenchKernel } from "./benchKernels.js";
+import type { DecodeOverrides } from "../mla/flashMlaWithKvcache.js";
+import { sparseKernelName } from "../mla/sparse/chooseSparseKernel.js";
 import type { BenchCaseResult } from "./runBenchCase.js";
 
 /**
- * The measured gain of crossover on one sparse case: the same producer timed with and without the
- * 2-CTA cluster (issue 5 asks for it beside the seed's cycle budget). gain = plain µs / crossover µs,
- * so above 1 crossover is faster.
+ * The measured gain of crossover on one sparse case: h128x (the two 64-head CTAs of a query token share
+ * each token's dequantization) against m64 on the same data, both production paths at 128 heads.
+ * gain = plain µs / crossover µs, so above 1 crossover is faster.
  */
 export interface CrossoverGain {
   case: string;
@@ -15,14 +16,12 @@ export interface CrossoverGain {
   gain: number;
 }
 
-/** The kernel that differs from `kernel` only by crossover, when there is one (sparse kernels with a partner). */
-export function crossoverPartner(kernel: BenchKernel): BenchKernel | undefined {
-  return kernel.crossoverPartner === undefined ? undefined : BENCH_KERNELS[kernel.crossoverPartner];
-}
+/** What the bench forces for the plain run beside an h128x one. */
+export const CROSSOVER_PARTNER: Readonly<DecodeOverrides> = Object.freeze({ sparsePlan: "m64" });
 
-/** Whether a run of `result` should be followed by a run of its crossover partner: an h_q = 128 sparse case that ran ok. */
-export function wantsCrossoverGain(result: BenchCaseResult, kernel: BenchKernel): boolean {
-  return result.kind === "sparse" && result.status === "ok" && result.shape.h_q === 128 && crossoverPartner(kernel) !== undefined;
+/** Whether a run of `result` should be followed by the plain (m64) run: a sparse case that h128x served and that ran ok. */
+export function wantsCrossoverGain(result: BenchCaseResult): boolean {
+  return result.kind === "sparse" && result.status === "ok" && result.kernel === sparseKernelName("h128x");
 }
 
 /**
@@ -34,18 +33,11 @@ export function crossoverGain(a: BenchCaseResult, b: BenchCaseResult): Crossover
   const ax = a.cycleBudget?.crossover === true;
   const bx = b.cycleBudget?.crossover === true;
   if (ax === bx) return undefined;
-  const [plain, xo] = ax ? [b, a] : [a, b];
-  return {
-    case: a.case,
-    plainKernel: plain.kernel,
-    crossoverKernel: xo.kernel,
-    plainUs: plain.timeUs!.median,
-    crossoverUs: xo.timeUs!.median,
-    gain: plain.timeUs!.median / xo.timeUs!.median,
-  };
+  const [plain, plainUs, xo, crossoverUs] = ax ? [b, b.timeUs.median, a, a.timeUs.median] : [a, a.timeUs.median, b, b.timeUs.median];
+  return { case: a.case, plainKernel: plain.kernel, crossoverKernel: xo.kernel, plainUs, crossoverUs, gain: plainUs / crossoverUs };
 }
 
-/** One line for the table's footer: "crossover gain at sparse-v32: 0.92× (sparse_v2 489.9 µs, sparse_crossover_v2 529.9 µs)". */
+/** One line for the table's footer: "crossover gain at sparse-v32: 1.05× (sparse_m64_bf16 403.7 µs, sparse_h128x_bf16 383.7 µs)". */
 export function crossoverGainText(g: CrossoverGain): string {
   const pair = `${g.plainKernel} ${g.plainUs.toFixed(1)} µs, ${g.crossoverKernel} ${g.crossoverUs.toFixed(1)} µs`;
   return `crossover gain at ${g.case}: ${g.gain.toFixed(2)}× (${pair})`;

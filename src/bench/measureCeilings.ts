@@ -3,7 +3,7 @@ import type { Device } from "../runtime/Device.js";
 import { DeviceBuffer } from "../runtime/DeviceBuffer.js";
 import { Module } from "../runtime/Module.js";
 import { Stream } from "../runtime/Stream.js";
-import { benchModules } from "./benchModules.js";
+import { benchSpinKernel } from "./benchSpin.js";
 import type { CeilingsRecord } from "./CeilingsCache.js";
 import type { GpuEnvironment } from "./gpuEnvironment.js";
 import { timeGpuCalls } from "./timeGpuCalls.js";
@@ -52,7 +52,7 @@ export function measureCeilings(device: Device, env: GpuEnvironment, opts: Measu
   const [threads, warpgroups, wgmmasPerIter] = int32s(mod.readGlobal("ceil_wgmma_layout"));
   const smemBytes = int32s(mod.readGlobal("ceil_wgmma_smem_bytes"))[0];
   if (smemBytes > 48 * 1024) wgmma.maxDynamicSharedMemory = smemBytes;
-  const spin = benchModules(ordinal).spin;
+  const spin = benchSpinKernel(ordinal);
 
   const stream = Stream.create(ordinal);
   const buffers: DeviceBuffer[] = [];

@@ -1,21 +1,25 @@
-import { benchCaseShape, type Anchor, type BenchCase, type Target } from "../../bench/cases.js";
-import { getMlaMetadata } from "../mla/MlaSchedMeta.js";
+import { chooseKernel } from "../mla/chooseKernel.js";
+import type { KernelName } from "../mla/contract/kernelRegistry.js";
+import { D_V, SPARSE_HEADS_PER_CTA } from "../mla/contract/shape.js";
+import { decodeWithOverrides, type DecodeOverrides } from "../mla/flashMlaWithKvcache.js";
+import { getMlaMetadata } from "../mla/sched/MlaSchedMeta.js";
+import { checkPlanFitsHeads, sparseKernelName } from "../mla/sparse/chooseSparseKernel.js";
 import { Rng } from "../numeric/random.js";
 import { mlaCost, type MlaCost, type MlaShape } from "../roofline/mlaCost.js";
 import type { Bound, Roofs } from "../roofline/roofline.js";
 import type { Device } from "../runtime/Device.js";
 import type { Stream } from "../runtime/Stream.js";
 import { Tensor } from "../runtime/Tensor.js";
-import { benchFigures, type BenchFigures } from "./benchFigures.js";
-import { benchCycleBudget, type BenchCycleBudget } from "./benchCycleBudget.js";
-import { benchKernelUnsupported, type BenchKernel } from "./benchKernels.js";
+import { checkDenseCase, type CompareSummary } from "../testing/checkDenseCase.js";
+import { checkSparseCase } from "../testing/checkSparseCase.js";
+import { makeGpuDenseCase, type GpuDenseCase } from "../testing/gpuDenseCase.js";
+import { makeGpuSparseCase, type GpuSparseCase } from "../testing/gpuSparseCase.js";
+import { sampleSparseRows } from "../testing/sampleSparseRows.js";
 import { benchCaseSeqlens } from "./benchCaseSeqlens.js";
-import { benchModules } from "./benchModules.js";
-import { checkDenseCase, type CompareSummary } from "./checkDenseCase.js";
-import { checkSparseCase } from "./checkSparseCase.js";
-import { makeGpuDenseCase, type GpuDenseCase } from "./makeGpuDenseCase.js";
-import { makeGpuSparseCase, type GpuSparseCase } from "./makeGpuSparseCase.js";
-import { sampleSparseRows } from "./sampleSparseRows.js";
+import { benchCycleBudget, type BenchCycleBudget } from "./benchCycleBudget.js";
+import { benchFigures, type BenchFigures } from "./benchFigures.js";
+import { benchSpinKernel } from "./benchSpin.js";
+import { benchCaseShape, type Anchor, type BenchCase, type Target } from "./cases.js";
 import { sparseBenchSpec } from "./sparseBenchSpec.js";
 import type { NvmlSummary } from "./summarizeNvmlSamples.js";
 import { timeGpuCalls } from "./timeGpuCalls.js";
@@ -28,8 +32,9 @@ export interface BenchCaseResult {
   kind: "dense" | "sparse";
   /** The roof BENCH.md says binds for this case. */
   bound: Bound;
-  kernel: string;
-  /** ok: timed and checked; check-failed: timed, output wrong; not-available: no kernel; error: it threw. */
+  /** The main kernel that served the case (its registry name). */
+  kernel: KernelName;
+  /** ok: timed and checked; check-failed: timed, output wrong; not-available: a forced choice cannot run it; error: it threw. */
   status: "ok" | "check-failed" | "not-available" | "error";
   /** Why the case is not ok. */
   reason?: string;
@@ -68,7 +73,8 @@ export interface BenchCaseResult {
 
 /** Options of {@link runBenchCase}. */
 export interface RunBenchCaseOptions {
-  kernel: BenchKernel;
+  /** A forced kernel choice (A/B timing); flashMlaWithKvcache's own choice without it. */
+  overrides?: DecodeOverrides;
   device: Device;
   stream: Stream;
   /** The roofs achieved figures are quoted against (the measured ceilings). */
@@ -95,7 +101,7 @@ interface InputSet {
 
 /**
  * Runs one named case: builds ≥ 4 input sets on the GPU (more when one set is small, so the sets
- * together are well over twice the L2), times the kernel's whole call over them with
+ * together are well over twice the L2), times flashMlaWithKvcache's whole call over them with
  * {@link timeGpuCalls}, checks the last output of set 0 against the float64 CPU reference on
  * sampled rows, and turns the median into figures. Dense sets come from makeGpuDenseCase; sparse
  * sets from makeGpuSparseCase (FlashMLA's benchmark data: distinct random indices, attn_sink on,
@@ -105,17 +111,19 @@ interface InputSet {
 export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCaseResult {
   const seed = opts.seed ?? 1;
   const iters = opts.iters ?? 40;
+  const overrides = opts.overrides ?? {};
+  const kernel = chooseKernel(c, overrides);
   const base = {
     case: c.name,
     ...(c.group !== undefined ? { group: c.group } : {}),
     kind: c.kind,
     bound: c.bound,
-    kernel: opts.kernel.name,
+    kernel,
     ...(c.anchor !== undefined ? { anchor: c.anchor } : {}),
     ...(c.firstBar !== undefined ? { firstBar: c.firstBar } : {}),
     ...(c.goal !== undefined ? { goal: c.goal } : {}),
   };
-  const unsupported = benchKernelUnsupported(opts.kernel, c);
+  const unsupported = overridesUnsupported(c, overrides);
   const seqlens = benchCaseSeqlens(c, seed);
   const mean = seqlens.reduce((a, n) => a + n, 0) / seqlens.length;
   const shape = {
@@ -127,8 +135,8 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
   // tokens of the indices actually drawn once the sets exist (until then, the expected count).
   let model: MlaShape = c.kind === "dense" ? { kind: "dense", b: c.b, h_q: c.h_q, h_kv: c.h_kv, s_q: c.s_q, s_k: mean } : benchCaseShape(c);
   let cost = mlaCost(model);
-  // The crossover rows only describe a kernel whose query token spans two 64-head CTAs.
-  const crossover = (opts.kernel.crossover === true && c.h_q > 64) || (opts.kernel.crossover === "h128" && c.h_q === 128);
+  // The crossover rows describe h128x where a query token spans two 64-head CTAs.
+  const crossover = kernel === sparseKernelName("h128x") && c.h_q > SPARSE_HEADS_PER_CTA;
   const budget = (measuredTflops?: number, timeUs?: number) => {
     if (c.kind !== "sparse") return {};
     const measured = timeUs === undefined ? undefined : { timeUs, smCount: opts.device.smCount, clockMhz: opts.device.clockRateKHz / 1000, b: c.b, s_q: c.s_q, h_q: c.h_q, topk: c.topk! };
@@ -153,10 +161,10 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
           inputBytes: gc.inputBytes,
           dispose: () => gc.dispose(),
           call: (out, lse) => () =>
-            void opts.kernel.run({
-              q: gc.q, kCache: gc.kCache, blockTable: gc.blockTable, cacheSeqlens: gc.cacheSeqlens, headDimV: 512,
+            void decodeWithOverrides({
+              q: gc.q, kCache: gc.kCache, blockTable: gc.blockTable, cacheSeqlens: gc.cacheSeqlens, headDimV: D_V,
               schedMeta: meta, softmaxScale: gc.softmaxScale, causal: gc.causal, stream, out, lse,
-            }),
+            }, overrides),
         };
       }
       const gc = makeGpuSparseCase(sparseBenchSpec(c, seqlens), { seed: setSeed, stream });
@@ -165,10 +173,10 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
         inputBytes: gc.inputBytes,
         dispose: () => gc.dispose(),
         call: (out, lse) => () =>
-          void opts.kernel.run({
-            q: gc.q, kCache: gc.kCache, indices: gc.indices, attnSink: gc.attnSink, isFp8Kvcache: true, headDimV: 512,
+          void decodeWithOverrides({
+            q: gc.q, kCache: gc.kCache, indices: gc.indices, attnSink: gc.attnSink, isFp8Kvcache: true, headDimV: D_V,
             schedMeta: meta, softmaxScale: gc.softmaxScale, stream, out, lse,
-          }),
+          }, overrides),
       };
     };
     sets.push(makeSet(0));
@@ -184,18 +192,17 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
     }
 
     const calls = sets.map((set) => {
-      const out = Tensor.emptyDevice([c.b, c.s_q, c.h_q, 512], "bf16", device.ordinal);
+      const out = Tensor.emptyDevice([c.b, c.s_q, c.h_q, D_V], "bf16", device.ordinal);
       const lse = Tensor.emptyDevice([c.b, c.h_q, c.s_q], "f32", device.ordinal);
       outputs.push(out, lse);
       // NaN poison: an element the kernel never writes shows in the check.
-      out.buffer!.memset32(0x7fc07fc0, 0, undefined, stream);
-      lse.buffer!.memset32(0x7fc00000, 0, undefined, stream);
+      out.buffer?.memset32(0x7fc07fc0, 0, undefined, stream);
+      lse.buffer?.memset32(0x7fc00000, 0, undefined, stream);
       return set.call(out, lse);
     });
 
     opts.onStage?.("timing");
-    const harness = benchModules(device.ordinal);
-    const times = timeGpuCalls(calls, { stream, iters, warmup: sets.length + 2, spin: harness.spin, onIteration: opts.onIteration });
+    const times = timeGpuCalls(calls, { stream, iters, warmup: sets.length + 2, spin: benchSpinKernel(device.ordinal), onIteration: opts.onIteration });
     const timeUs = timingStats(times.samplesUs);
 
     opts.onStage?.("check");
@@ -245,6 +252,20 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
     for (const set of sets) safely(() => set.dispose());
     safely(() => meta.dispose());
   }
+}
+
+/** Why a forced choice cannot run case `c` ("not available: ..."), or undefined when it can. */
+function overridesUnsupported(c: BenchCase, o: DecodeOverrides): string | undefined {
+  if (c.kind === "dense" && o.sparsePlan !== undefined) return `not available: sparse plan "${o.sparsePlan}" forced on a dense case`;
+  if (c.kind === "sparse" && (o.denseForm !== undefined || o.mergeSplitPairs !== undefined)) return "not available: a dense override forced on a sparse case";
+  if (c.kind === "sparse" && o.sparsePlan !== undefined) {
+    try {
+      checkPlanFitsHeads("runBenchCase", o.sparsePlan, c.h_q);
+    } catch (e) {
+      return `not available: ${e instanceof Error ? e.message : String(e)}`;
+    }
+  }
+  return undefined;
 }
 
 function nvmlFields(n: NvmlSummary | undefined): Pick<BenchCaseResult, "smClockMhz" | "powerW" | "clockReasons" | "clockSamples"> {

@@ -1,6 +1,6 @@
-import type { BenchCase } from "../../bench/cases.js";
+import type { BenchCase } from "./cases.js";
 import { ArgumentError } from "../errors/ArgumentError.js";
-import type { SparseCaseSpec } from "./makeGpuSparseCase.js";
+import type { SparseCaseSpec } from "../testing/gpuSparseCase.js";
 
 /** The page size of the benchmark's sparse caches (FlashMLA's benchmark uses 64). */
 export const SPARSE_BENCH_PAGE_BLOCK_SIZE = 64;

@@ -14,7 +14,7 @@ export interface TimeGpuCallsOptions {
   iters: number;
   /** Untimed calls first, each followed by a stream sync. @default calls.length + 2 */
   warmup?: number;
-  /** `bench_spin` from benchModules(): holds the stream while the host queues the timed calls. */
+  /** `bench_spin` (benchSpinKernel()): holds the stream while the host queues the timed calls. */
   spin: Kernel;
   /** Called after each timed call is queued. */
   onIteration?: (i: number) => void;

@@ -85,7 +85,8 @@ export function checkScalar(fn: string, name: string, v: unknown, ok: (v: number
   return v;
 }
 
-function describe(v: unknown): string {
+/** A value as an error message names it: its type and value, or its class. */
+export function describe(v: unknown): string {
   if (v === undefined) return "undefined";
   if (v === null) return "null";
   if (typeof v === "object") return (v as object).constructor?.name ?? "object";

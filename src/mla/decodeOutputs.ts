@@ -1,12 +1,6 @@
 import type { DType } from "../runtime/dtype.js";
 import { Tensor } from "../runtime/Tensor.js";
-import { D_V } from "./params.js";
-
-
-/** The CUDA device a device-resident (validated) tensor lives on. */
-export function deviceOrdinalOf(t: Tensor): number {
-  return Number(t.device.slice("cuda:".length));
-}
+import { D_V } from "./contract/shape.js";
 
 /**
  * out [b, s_q, h_q, 512] (`outDtype`) and lse [b, h_q, s_q] f32 of a decode call: the caller's where

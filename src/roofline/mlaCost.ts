@@ -1,10 +1,5 @@
 import { ArgumentError } from "../errors/ArgumentError.js";
-
-/** Head dims of DeepSeek V3.x MLA: 512 latent + 64 RoPE for K, the 512 latent for V. */
-export const MLA_D_QK = 576;
-export const MLA_D_V = 512;
-/** Bytes per token of the "V32" FP8 cache: 512 e4m3 + 4 f32 scales + 64 bf16 RoPE. */
-export const FP8_V32_TOKEN_BYTES = 656;
+import { D_NOPE, D_QK, FP8_TOKEN_BYTES } from "../numeric/kvCacheFp8.js";
 
 /** A dense bf16 decode call, as FlashMLA's benchmark counts it. */
 export interface DenseMlaShape {
@@ -71,8 +66,8 @@ function denseMlaCost(shape: DenseMlaShape): MlaCost {
   const fn = "mlaCost";
   const { b, h_q, s_q, s_k } = shape;
   const h_kv = shape.h_kv ?? 1;
-  const d_qk = shape.d_qk ?? MLA_D_QK;
-  const d_v = shape.d_v ?? MLA_D_V;
+  const d_qk = shape.d_qk ?? D_QK;
+  const d_v = shape.d_v ?? D_NOPE;
   for (const [name, v] of [["b", b], ["h_q", h_q], ["h_kv", h_kv], ["s_q", s_q], ["d_qk", d_qk], ["d_v", d_v]] as const) {
     requirePositiveInteger(fn, name, v);
   }
@@ -87,9 +82,9 @@ function denseMlaCost(shape: DenseMlaShape): MlaCost {
 function sparseMlaCost(shape: SparseMlaShape): MlaCost {
   const fn = "mlaCost";
   const { b, h_q, s_q } = shape;
-  const d_qk = shape.d_qk ?? MLA_D_QK;
-  const d_v = shape.d_v ?? MLA_D_V;
-  const tokenBytes = shape.tokenBytes ?? FP8_V32_TOKEN_BYTES;
+  const d_qk = shape.d_qk ?? D_QK;
+  const d_v = shape.d_v ?? D_NOPE;
+  const tokenBytes = shape.tokenBytes ?? FP8_TOKEN_BYTES;
   for (const [name, v] of [["b", b], ["h_q", h_q], ["s_q", s_q], ["d_qk", d_qk], ["d_v", d_v], ["tokenBytes", tokenBytes]] as const) {
     requirePositiveInteger(fn, name, v);
   }

@@ -1,4 +1,5 @@
 import { ArgumentError } from "../errors/ArgumentError.js";
+import { D_NOPE, D_QK } from "../numeric/kvCacheFp8.js";
 import type { MlaCost } from "./mlaCost.js";
 
 export type Bound = "compute" | "memory";
@@ -70,8 +71,8 @@ export function ridgeHeadsTimesQueries(
   options: { d_qk?: number; d_v?: number; approximateFactor?: number } = {},
 ): number {
   requirePositive("ridgeHeadsTimesQueries", "ridge", ridge);
-  const d_qk = options.d_qk ?? 576;
-  const d_v = options.d_v ?? 512;
+  const d_qk = options.d_qk ?? D_QK;
+  const d_v = options.d_v ?? D_NOPE;
   const factor = options.approximateFactor ?? (d_qk + d_v) / d_qk;
   return ridge / factor;
 }

@@ -1,5 +1,5 @@
 import { ArgumentError } from "../errors/ArgumentError.js";
-import { MLA_D_QK, MLA_D_V } from "./mlaCost.js";
+import { D_NOPE, D_QK } from "../numeric/kvCacheFp8.js";
 
 /** One step of turning an e4m3 code into a scaled bf16, with its rate in elements per clock per SM. */
 export interface DequantStep {
@@ -27,7 +27,7 @@ export const SEED_DEQUANT_STEPS: readonly DequantStep[] = [
 export const H200_DEQUANT_ELEMENTS_PER_CLOCK = { wholeSm: 38.7, oneWarpgroup: 33.8 } as const;
 
 /** Elements of a V32 token that are quantized (the 64 RoPE dims stay bf16). */
-export const DEQUANT_ELEMENTS_PER_TOKEN = 512;
+export const DEQUANT_ELEMENTS_PER_TOKEN = D_NOPE;
 
 /** Hopper's dense bf16 tensor-core rate: 989.4 TFLOPS / 1830 MHz / 132 SMs. */
 export const HOPPER_MMA_FLOP_PER_CLOCK = 4096;
@@ -124,8 +124,8 @@ export interface SparseCycleBudget {
 export function sparseCycleBudget(options: SparseCycleOptions): SparseCycleBudget {
   const fn = "sparseCycleBudget";
   const hPerCta = options.hPerCta ?? 64;
-  const d_qk = options.d_qk ?? MLA_D_QK;
-  const d_v = options.d_v ?? MLA_D_V;
+  const d_qk = options.d_qk ?? D_QK;
+  const d_v = options.d_v ?? D_NOPE;
   const mmaFlopPerClock = options.mmaFlopPerClock ?? HOPPER_MMA_FLOP_PER_CLOCK;
   const crossoverCtas = options.crossoverCtas ?? 2;
   requirePositiveInteger(fn, "h_q", options.h_q);

@@ -1,7 +1,6 @@
-import type { ReferenceRow } from "../../src/mla/mlaDecodeReference.js";
+import { D_V } from "../../src/mla/contract/shape.js";
+import type { ReferenceRow } from "../../src/mla/reference/mlaDecodeReference.js";
 import { assertClose, type Tolerance } from "../../src/numeric/compare.js";
-
-const D_V = 512;
 
 /**
  * Compares a decode's out [b, s_q, h_q, 512] and lse [b, h_q, s_q] with the reference: every element when

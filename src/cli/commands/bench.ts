@@ -1,9 +1,8 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { Command, Option } from "commander";
-import { BENCH_CASES, benchCaseByName, type BenchCase } from "../../../bench/cases.js";
+import { BENCH_CASES, benchCaseByName, type BenchCase } from "../../bench/cases.js";
 import { BenchProgress, progressMode } from "../../bench/BenchProgress.js";
-import { BENCH_KERNELS, DEFAULT_BENCH_KERNELS, defaultBenchKernel, type BenchKernel } from "../../bench/benchKernels.js";
 import { benchRecord, type BenchRecord } from "../../bench/benchRecord.js";
 import { benchRooflineSvg } from "../../bench/benchRooflineSvg.js";
 import { benchTable } from "../../bench/benchTable.js";
@@ -15,7 +14,8 @@ import { HEADLINE_CASES } from "../../bench/headlineCases.js";
 import { probeGpu, type GpuProbe } from "../../bench/probeGpu.js";
 import { resolveCeilings } from "../../bench/resolveCeilings.js";
 import { runBenchCase, type BenchCaseResult } from "../../bench/runBenchCase.js";
-import { crossoverGain, crossoverGainText, crossoverPartner, wantsCrossoverGain, type CrossoverGain } from "../../bench/crossoverGain.js";
+import { CROSSOVER_PARTNER, crossoverGain, crossoverGainText, wantsCrossoverGain, type CrossoverGain } from "../../bench/crossoverGain.js";
+import { chooseKernel } from "../../mla/chooseKernel.js";
 import { gpuSpecFromName, type Ceiling } from "../../roofline/gpus.js";
 import { ridgePoint } from "../../roofline/roofline.js";
 import type { Device } from "../../runtime/Device.js";
@@ -41,7 +41,6 @@ export interface GpuCommandDeps {
 interface BenchOptions {
   case?: string[];
   all?: boolean;
-  kernel?: string;
   iters: number;
   seed: number;
   json?: string | true;
@@ -60,9 +59,8 @@ Examples:
     $ flashmla bench --all --svg --json bench/results/h200.json
   FlashMLA's performance grid only (16 cases):
     $ flashmla bench --case dense-grid
-  The sparse FP8 cases with the first sparse kernel, then sparse-v32 with crossover:
+  The sparse FP8 cases:
     $ flashmla bench --case sparse-v32 sparse-v32-h64 sparse-long-topk sparse-h16
-    $ flashmla bench --case sparse-v32 --kernel sparse_crossover
   The JSON record on stdout, for scripts:
     $ flashmla bench --case dense-mem-h16 --json
   What can be run:
@@ -72,11 +70,9 @@ Each case: ≥ 4 input sets built on the GPU (together well over the L2), warm-u
 (main kernel + combine) between CUDA events, median of --iters; its output is checked against the
 float64 CPU reference on sampled rows. Sparse cases use FlashMLA's benchmark data (distinct random
 indices, attn_sink on, softmax scale 576^-0.55), count N_unique from the indices drawn, quote
-sparse-h16 by its FP8 cache read and print the seed's cycle budget; h_q = 128 sparse cases are also
-timed with the same producer and the other crossover setting, for the measured crossover gain
-(plain µs / crossover µs). Without --kernel, dense cases run ${DEFAULT_BENCH_KERNELS.dense}
-(flashMlaWithKvcache's own choice of kernel) and sparse ones ${DEFAULT_BENCH_KERNELS.sparse}.
-Ceilings come from \`flashmla ceilings\` (cached per GPU and driver).
+sparse-h16 by its FP8 cache read and print the seed's cycle budget. Every case runs the kernel
+flashMlaWithKvcache chooses for its shape (--list names it); h_q = 128 sparse cases, which h128x serves,
+are timed again with m64 for the measured crossover gain (m64 µs / h128x µs). Ceilings come from \`flashmla ceilings\` (cached per GPU and driver).
 Exit status: 0 ok, 1 a check failed or no GPU, ${USAGE_EXIT_CODE} bad command line.`;
 
 /**
@@ -87,18 +83,15 @@ export function registerBenchCommand(program: Command, deps: GpuCommandDeps = {}
   const exit = deps.exit ?? ((code: number): never => process.exit(code));
   const cmd = program
     .command("bench")
-    .description("Time named MLA decode cases on the GPU: µs, TFLOPS, GB/s, % of the measured ceiling, FlashMLA's figure, targets")
+    .description("Time named MLA decode cases on the GPU through flashMlaWithKvcache: µs, TFLOPS, GB/s, % of the measured ceiling, FlashMLA's figure, targets")
     .addOption(new Option("--case <names...>", "cases to run (names of BENCH.md, comma-separated or repeated; dense-grid = its 16 cases)"))
     .addOption(new Option("--all", "run every case of BENCH.md"))
-    .addOption(
-      new Option("--kernel <name>", `implementation to time, for every case (default: ${DEFAULT_BENCH_KERNELS.dense} for dense cases, ${DEFAULT_BENCH_KERNELS.sparse} for sparse ones); cases it cannot run report 'not available'`).choices(Object.keys(BENCH_KERNELS)),
-    )
     .addOption(new Option("--iters <n>", "timed calls per case (median of these; at least 20)").argParser(intAtLeast(20)).default(40))
     .addOption(new Option("--seed <n>", "seed of the lengths, block tables and data").argParser(nonNegativeInteger).default(1))
     .addOption(new Option("--json [file]", "write the JSON record to FILE (without FILE: print it instead of the table)"))
     .addOption(new Option("--svg [file]", "write the roofline plot (default file: bench/results/bench-<gpu>-<time>.svg)"))
     .addOption(new Option("--fresh-ceilings", "measure the ceilings again instead of reading the cache"))
-    .addOption(new Option("--list", "list the cases and kernels, then exit"))
+    .addOption(new Option("--list", "list the cases and the kernel that serves each, then exit"))
     .addHelpText("after", EXAMPLES)
     .exitOverride((err) => exit(err.exitCode === 0 ? 0 : USAGE_EXIT_CODE));
 
@@ -111,7 +104,6 @@ export function registerBenchCommand(program: Command, deps: GpuCommandDeps = {}
     }
     if (opts.all === true && opts.case !== undefined) usage("give --case or --all, not both");
     const cases = opts.all === true ? [...BENCH_CASES] : resolveCases(opts.case ?? [...HEADLINE_CASES], usage);
-    const kernel = opts.kernel === undefined ? undefined : BENCH_KERNELS[opts.kernel];
 
     const probe = (deps.probeGpu ?? probeGpu)();
     if (!probe.ok) {
@@ -120,7 +112,7 @@ export function registerBenchCommand(program: Command, deps: GpuCommandDeps = {}
       return;
     }
     const code = guarded(io, "bench", () =>
-      runBench({ cases, ...(kernel !== undefined ? { kernel } : {}), iters: opts.iters, seed: opts.seed, json: opts.json, svg: opts.svg, freshCeilings: opts.freshCeilings === true }, probe.device, io, deps, "bench"),
+      runBench({ cases, iters: opts.iters, seed: opts.seed, json: opts.json, svg: opts.svg, freshCeilings: opts.freshCeilings === true }, probe.device, io, deps, "bench"),
     );
     if (code !== 0) exit(code);
   });
@@ -130,8 +122,6 @@ export function registerBenchCommand(program: Command, deps: GpuCommandDeps = {}
 /** What {@link runBench} runs. */
 export interface BenchRequest {
   cases: readonly BenchCase[];
-  /** The implementation for every case. @default defaultBenchKernel(case.kind): the API's own choice for either kind */
-  kernel?: BenchKernel;
   iters: number;
   seed: number;
   /** A file for the JSON record, or true for stdout (then no table). */
@@ -172,7 +162,6 @@ export function runBench(req: BenchRequest, device: Device, io: CliIo, deps: Gpu
     for (const bc of req.cases) {
       let ticked = 0;
       const r = runBenchCase(bc, {
-        kernel: req.kernel ?? defaultBenchKernel(bc.kind),
         device,
         stream,
         roofs: reference,
@@ -187,21 +176,19 @@ export function runBench(req: BenchRequest, device: Device, io: CliIo, deps: Gpu
       progress.tick(Math.max(0, perCase - ticked), bc.name);
       results.push(r);
     }
-    // Issue 5 asks for the measured gain of crossover beside the cycle budget: each h_q = 128 sparse case
-    // is timed again with its crossover partner (same producer, the other setting; checked like any case).
+    // The measured gain of crossover beside the cycle budget: each case h128x served is timed again with
+    // m64 (checked like any case).
     for (const [i, r] of results.entries()) {
-      const kernel = req.kernel ?? defaultBenchKernel(req.cases[i].kind);
-      const partner = crossoverPartner(kernel);
-      if (partner === undefined || !wantsCrossoverGain(r, kernel)) continue;
-      progress.start(perCase, `${r.case}: ${partner.name} (crossover gain)`);
-      const other = runBenchCase(req.cases[i], { kernel: partner, device, stream, roofs: reference, iters: req.iters, seed: req.seed, onIteration: () => progress.tick() });
+      if (!wantsCrossoverGain(r)) continue;
+      progress.start(perCase, `${r.case}: ${chooseKernel(req.cases[i], CROSSOVER_PARTNER)} (crossover gain)`);
+      const other = runBenchCase(req.cases[i], { overrides: CROSSOVER_PARTNER, device, stream, roofs: reference, iters: req.iters, seed: req.seed, onIteration: () => progress.tick() });
       partners.push(other);
       const gain = crossoverGain(r, other);
       if (gain !== undefined) gains.push(gain);
     }
     progress.stop();
 
-    const kernelLabel = [...new Set(results.map((r) => r.kernel))].join(" + ") || (req.kernel?.name ?? DEFAULT_BENCH_KERNELS.dense);
+    const kernelLabel = [...new Set(results.map((r) => r.kernel))].join(" + ");
     record = benchRecord({
       gpu: env,
       commit,
@@ -220,7 +207,7 @@ export function runBench(req: BenchRequest, device: Device, io: CliIo, deps: Gpu
     } else {
       const clock = env.smClockMhzNow !== undefined ? `, SM clock now ${env.smClockMhzNow} MHz` : "";
       io.out(
-        `${c.bold(`flashmla ${commandName}: kernel ${kernelLabel} on ${env.name}`)} (${env.smCount} SMs, max SM clock ${env.maxSmClockMhz} MHz${clock}), ` +
+        `${c.bold(`flashmla ${commandName}: flashMlaWithKvcache (${kernelLabel}) on ${env.name}`)} (${env.smCount} SMs, max SM clock ${env.maxSmClockMhz} MHz${clock}), ` +
           `driver ${env.driverVersion}, CUDA ${env.cudaDriverVersion}, commit ${commit.commit === "unknown" ? "unknown" : commit.commit.slice(0, 10)}${commit.dirty === true ? "+dirty" : ""}\n`,
       );
       const ds = spec === undefined ? "" : `; datasheet ${fmt(spec.datasheetTflops, 0)} TFLOPS, ${fmt(spec.datasheetGbPerS, 0)} GB/s`;
@@ -290,16 +277,11 @@ function resolveCases(names: readonly string[], usage: (m: string) => never): Be
 }
 
 function listText(): string {
-  const lines = ["Cases (BENCH.md):"];
+  const lines = ["Cases (BENCH.md), each with the kernel flashMlaWithKvcache runs for it:"];
   for (const c of BENCH_CASES) {
     const lens = c.seqlens.kind === "fixed" ? `s_k ${c.seqlens.s_k}` : c.seqlens.kind === "varlen" ? `s_k ~${c.seqlens.mean} varlen` : `s_k ${c.seqlens.values.join("/")}`;
     const head = HEADLINE_CASES.includes(c.name) ? " [headline]" : "";
-    lines.push(`  ${c.name.padEnd(28)} ${c.kind.padEnd(6)} b=${c.b} h_q=${c.h_q} s_q=${c.s_q} ${lens}${c.causal ? " causal" : ""}${c.topk !== undefined ? ` topk ${c.topk}` : ""}  (${c.bound})${head}`);
-  }
-  lines.push(`Kernels (--kernel; default ${DEFAULT_BENCH_KERNELS.dense} for dense cases, ${DEFAULT_BENCH_KERNELS.sparse} for sparse ones):`);
-  for (const k of Object.values(BENCH_KERNELS)) {
-    const heads = k.headCounts === undefined ? "" : ` [h_q = ${k.headCounts.join(", ")} only]`;
-    lines.push(`  ${k.name.padEnd(28)} ${k.kinds.join(", ").padEnd(6)} ${k.description}${heads}`);
+    lines.push(`  ${c.name.padEnd(28)} ${c.kind.padEnd(6)} ${chooseKernel(c).padEnd(18)} b=${c.b} h_q=${c.h_q} s_q=${c.s_q} ${lens}${c.causal ? " causal" : ""}${c.topk !== undefined ? ` topk ${c.topk}` : ""}  (${c.bound})${head}`);
   }
   return `${lines.join("\n")}\n`;
 }

@@ -1,11 +1,10 @@
 import { Command, Option } from "commander";
 import Table from "cli-table3";
 import { BenchProgress, progressMode } from "../../bench/BenchProgress.js";
-import { BENCH_KERNELS, DEFAULT_BENCH_KERNELS, benchKernelUnsupported } from "../../bench/benchKernels.js";
-import { CHECK_GRID_KINDS, CHECK_GRIDS, checkGrid, type CheckGridName } from "../../bench/checkGrid.js";
 import { cliIo, type CliIo } from "../../bench/cliIo.js";
 import { probeGpu } from "../../bench/probeGpu.js";
-import { runCheckCase, type CheckCaseResult } from "../../bench/runCheckCase.js";
+import { CHECK_GRID_KINDS, CHECK_GRIDS, checkGrid, type CheckGridName } from "../../testing/checkGrid.js";
+import { runCheckCase, type CheckCaseResult } from "../../testing/runCheckCase.js";
 import { Stream } from "../../runtime/Stream.js";
 import { FAILURE_EXIT_CODE, guarded, noGpuText, type GpuCommandDeps } from "./bench.js";
 import { USAGE_EXIT_CODE } from "./roofline.js";
@@ -15,7 +14,6 @@ interface CheckOptions {
   grid: CheckGridName;
   seed: number;
   dtype?: "bf16" | "fp16";
-  kernel?: string;
   json?: boolean;
   verbose?: boolean;
 }
@@ -26,12 +24,12 @@ Examples:
     $ flashmla check
   FlashMLA's whole dense grid (2336 cases), fp16:
     $ flashmla check --grid flashmla --dtype fp16
-  FlashMLA's sparse FP8 grid (368 cases), with the first sparse kernel, then with crossover (h_q = 128 cases):
+  FlashMLA's sparse FP8 grid (368 cases):
     $ flashmla check --grid sparse
-    $ flashmla check --grid sparse --kernel sparse_crossover
   Another draw of the data, results as JSON:
     $ flashmla check --seed 7 --json
 
+Every case runs flashMlaWithKvcache, which picks the kernel for its shape (the table names it).
 Data follow FlashMLA's tests: q and K ~ N(0,1)/10, varlen lengths max(N(s_k, s_k/2), s_q), a random
 block table, NaN in every cache slot no request owns. out and lse are compared with the float64 CPU
 reference (FlashMLA's tolerances: out abs 8e-4 or rel 2.01/128 and cosine ≤ 5e-6; lse rel 8.01/65536);
@@ -47,20 +45,17 @@ Exit status: 0 all passed, 1 a case failed or no GPU, ${USAGE_EXIT_CODE} bad com
 const FULL_TABLE_MAX = 40;
 
 /**
- * Adds `check` to `program`: runs a GPU kernel against the CPU reference over a grid of cases and
+ * Adds `check` to `program`: runs flashMlaWithKvcache against the CPU reference over a grid of cases and
  * prints a pass/fail table with the worst errors; exits 1 if any case fails.
  */
 export function registerCheckCommand(program: Command, deps: GpuCommandDeps = {}): Command {
   const exit = deps.exit ?? ((code: number): never => process.exit(code));
   const cmd = program
     .command("check")
-    .description("Check the GPU kernels against the CPU reference over a grid of cases (pass/fail table, worst errors)")
+    .description("Check flashMlaWithKvcache against the CPU reference over a grid of cases (pass/fail table, worst errors)")
     .addOption(new Option("--grid <name>", "which grid of cases").choices([...CHECK_GRIDS]).default("small"))
     .addOption(new Option("--seed <n>", "seed of the lengths, block tables and data").argParser(nonNegativeInteger).default(1))
     .addOption(new Option("--dtype <dtype>", "run every dense case in this dtype (default: bf16, one fp16 case in the small grid)").choices(["bf16", "fp16"]))
-    .addOption(
-      new Option("--kernel <name>", `implementation to check (default: ${DEFAULT_BENCH_KERNELS.dense} for the dense grids, ${DEFAULT_BENCH_KERNELS.sparse} for the sparse one)`).choices(Object.keys(BENCH_KERNELS)),
-    )
     .addOption(new Option("--json", "print the results as JSON"))
     .addOption(new Option("--verbose", "list every case, also in large grids"))
     .addHelpText("after", EXAMPLES)
@@ -70,15 +65,8 @@ export function registerCheckCommand(program: Command, deps: GpuCommandDeps = {}
     const io = cliIo(cmd);
     const usage = (message: string): never => cmd.error(`error: ${message}`, { exitCode: USAGE_EXIT_CODE, code: "flashmla.usage" });
     const kind = CHECK_GRID_KINDS[opts.grid];
-    const kernel = BENCH_KERNELS[opts.kernel ?? DEFAULT_BENCH_KERNELS[kind]];
-    if (!kernel.kinds.includes(kind)) {
-      const grids = CHECK_GRIDS.filter((g) => kernel.kinds.includes(CHECK_GRID_KINDS[g]));
-      usage(`kernel ${kernel.name} does not do ${kind} decode, which grid ${opts.grid} checks (its grids: ${grids.join(", ")}; or --kernel ${DEFAULT_BENCH_KERNELS[kind]})`);
-    }
     if (kind === "sparse" && opts.dtype === "fp16") usage("the sparse grid is bf16 only (FlashMLA's sparse decode takes bf16 q)");
-    const grid = checkGrid(opts.grid, opts.dtype);
-    // Cases the kernel cannot run (crossover: h_q = 128 only) are left out, and said so.
-    const cases = grid.filter((spec) => benchKernelUnsupported(kernel, { kind, h_q: spec.h_q, s_q: spec.s_q, h_kv: "h_kv" in spec ? spec.h_kv : 1 }) === undefined);
+    const cases = checkGrid(opts.grid, opts.dtype);
     const probe = (deps.probeGpu ?? probeGpu)();
     if (!probe.ok) {
       io.err(noGpuText("check", probe.reason, io));
@@ -87,9 +75,6 @@ export function registerCheckCommand(program: Command, deps: GpuCommandDeps = {}
     }
     const device = probe.device;
     const code = guarded(io, "check", () => {
-      if (cases.length < grid.length) {
-        io.err(`flashmla check: ${grid.length - cases.length} of ${grid.length} cases left out: kernel ${kernel.name} runs h_q = ${kernel.headCounts?.join(" or ")} only\n`);
-      }
       const stream = Stream.create(device.ordinal);
       const progress = new BenchProgress(progressMode(deps.progress !== false), io.err);
       const results: CheckCaseResult[] = [];
@@ -97,8 +82,8 @@ export function registerCheckCommand(program: Command, deps: GpuCommandDeps = {}
         progress.start(cases.length, cases[0].name);
         let brokenInARow = 0;
         for (const spec of cases) {
-          // Seeded by the place in the whole grid, so two kernels see the same data for a case.
-          const r = runCheckCase(spec, { kernel, stream, seed: opts.seed * 100_000 + grid.indexOf(spec) });
+          // Seeded by the place in the grid, so a case sees the same data from run to run.
+          const r = runCheckCase(spec, { stream, seed: opts.seed * 100_000 + cases.indexOf(spec) });
           results.push(r);
           progress.tick(1, spec.name);
           // A kernel fault poisons the CUDA context: every later case would fail the same way.
@@ -113,9 +98,9 @@ export function registerCheckCommand(program: Command, deps: GpuCommandDeps = {}
         stream.dispose();
       }
       if (opts.json === true) {
-        io.out(`${JSON.stringify({ grid: opts.grid, kernel: kernel.name, seed: opts.seed, gpu: device.name, cases: cases.length, results }, null, 2)}\n`);
+        io.out(`${JSON.stringify({ grid: opts.grid, seed: opts.seed, gpu: device.name, cases: cases.length, results }, null, 2)}\n`);
       } else {
-        io.out(checkText(results, { grid: opts.grid, kernel: kernel.name, gpu: device.name, total: cases.length, verbose: opts.verbose === true, colors: io.colors }));
+        io.out(checkText(results, { grid: opts.grid, gpu: device.name, total: cases.length, verbose: opts.verbose === true, colors: io.colors }));
       }
       return results.length === cases.length && results.every((r) => r.ok) ? 0 : FAILURE_EXIT_CODE;
     });
@@ -130,11 +115,11 @@ export function registerCheckCommand(program: Command, deps: GpuCommandDeps = {}
  */
 export function checkText(
   results: readonly CheckCaseResult[],
-  opts: { grid: string; kernel: string; gpu: string; total: number; verbose: boolean; colors: CliIo["colors"] },
+  opts: { grid: string; gpu: string; total: number; verbose: boolean; colors: CliIo["colors"] },
 ): string {
   const c = opts.colors;
   const t = new Table({
-    head: ["case", "lengths", "rows", "out max abs", "out cos diff", "lse max abs", "all vs fp32 GPU", "result"].map((h) => c.bold(h)),
+    head: ["case", "kernel", "lengths", "rows", "out max abs", "out cos diff", "lse max abs", "all vs fp32 GPU", "result"].map((h) => c.bold(h)),
     style: { head: [], border: [], compact: true },
   });
   const outErr = (r: CheckCaseResult) => r.check?.out.maxAbsError ?? Infinity;
@@ -151,6 +136,7 @@ export function checkText(
     const gpu = g === undefined ? "-" : g.out.ok && g.lse.ok ? `ok (${sci(g.out.maxAbsError)})` : c.red(`FAILED (${sci(g.out.maxAbsError)})`);
     t.push([
       r.spec.name,
+      r.kernel,
       lengths,
       k === undefined ? "-" : String(k.rows),
       k === undefined ? "-" : sci(k.out.maxAbsError),
@@ -164,7 +150,7 @@ export function checkText(
   const failed = results.length - passed;
   const skipped = opts.total - results.length;
   const lines: string[] = [];
-  lines.push(c.bold(`flashmla check: kernel ${opts.kernel} on ${opts.gpu}, grid ${opts.grid}`));
+  lines.push(c.bold(`flashmla check: flashMlaWithKvcache on ${opts.gpu}, grid ${opts.grid}`));
   lines.push(t.toString());
   if (shown.length < results.length) lines.push(c.dim(`(${results.length - shown.length} more passing cases not listed; --verbose lists all)`));
   for (const r of results.filter((x) => !x.ok)) lines.push(c.red(`FAIL ${r.spec.name}: ${r.error ?? r.check?.message ?? "failed"}`));

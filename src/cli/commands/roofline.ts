@@ -1,9 +1,10 @@
 import { Command, InvalidArgumentError, Option } from "commander";
 import Table from "cli-table3";
 import pc from "picocolors";
-import { BENCH_CASES, benchCaseByName, benchCaseShape, meanCacheLength, type BenchCase, type Target } from "../../../bench/cases.js";
+import { BENCH_CASES, benchCaseByName, benchCaseShape, meanCacheLength, type BenchCase, type Target } from "../../bench/cases.js";
 import { GPU_KEYS, GPUS, getGpuSpec, gpuSpecFromName, type GpuSpec, type MeasuredCeilings } from "../../roofline/gpus.js";
-import { expectedUniqueTokens, FP8_V32_TOKEN_BYTES, type MlaShape } from "../../roofline/mlaCost.js";
+import { FP8_TOKEN_BYTES } from "../../numeric/kvCacheFp8.js";
+import { expectedUniqueTokens, type MlaShape } from "../../roofline/mlaCost.js";
 import { rooflineReport, type RooflineReport } from "../../roofline/rooflineReport.js";
 import { fmt } from "../options.js";
 
@@ -232,7 +233,7 @@ function renderText(r: RooflineReport, ctx: RenderContext): string {
   if (r.cost.nAttended !== undefined) {
     lines.push(
       `tokens     ${fmtInt(r.cost.nAttended)} attended, ${fmtInt(r.cost.nUnique ?? r.cost.nAttended)} distinct read` +
-        ` (expected for random indices, ${FP8_V32_TOKEN_BYTES} B each)`,
+        ` (expected for random indices, ${FP8_TOKEN_BYTES} B each)`,
     );
   }
   lines.push(`intensity  ${fmt(r.cost.intensity, 2)} FLOP/byte`);
@@ -304,7 +305,7 @@ function targetMet(t: Target, m: NonNullable<RooflineReport["measured"]>, r: Roo
         ? m.gbPerS
         : t.metric === "timeUs"
           ? m.timeUs
-          : ((r.cost.nUnique ?? 0) * FP8_V32_TOKEN_BYTES) / (m.timeUs * 1e3);
+          : ((r.cost.nUnique ?? 0) * FP8_TOKEN_BYTES) / (m.timeUs * 1e3);
   return t.op === ">=" ? value >= t.value : value <= t.value;
 }
 

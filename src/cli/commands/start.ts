@@ -1,21 +1,21 @@
 import { performance } from "node:perf_hooks";
 import { Command, Option } from "commander";
 import Table from "cli-table3";
-import { benchCaseByName, benchCaseShape, type BenchCase } from "../../../bench/cases.js";
-import { BENCH_KERNELS, DEFAULT_BENCH_KERNEL } from "../../bench/benchKernels.js";
 import { targetCell } from "../../bench/benchTable.js";
+import { benchCaseByName, benchCaseShape, type BenchCase } from "../../bench/cases.js";
 import { cliIo, type CliIo } from "../../bench/cliIo.js";
 import { HEADLINE_CASES } from "../../bench/headlineCases.js";
-import { makeHostDenseCase } from "../../bench/makeHostDenseCase.js";
 import { probeGpu } from "../../bench/probeGpu.js";
-import { mlaDecodeReference, type ReferenceRow } from "../../mla/mlaDecodeReference.js";
+import { chooseKernel } from "../../mla/chooseKernel.js";
+import { D_V } from "../../mla/contract/shape.js";
+import { mlaDecodeReference, type ReferenceRow } from "../../mla/reference/mlaDecodeReference.js";
 import { compareTensors } from "../../numeric/compare.js";
 import { GPUS, referenceCeiling } from "../../roofline/gpus.js";
 import { mlaCost } from "../../roofline/mlaCost.js";
 import { rooflineReport } from "../../roofline/rooflineReport.js";
 import { FAILURE_EXIT_CODE, guarded, runBench, type GpuCommandDeps } from "./bench.js";
+import { makeDenseCase } from "../../testing/denseCase.js";
 import { USAGE_EXIT_CODE } from "./roofline.js";
-import { D_V } from "../../mla/params.js";
 import { fmt, intAtLeast } from "../options.js";
 
 interface StartOptions {
@@ -31,14 +31,16 @@ Examples:
   With the roofline plot of the run:
     $ flashmla start --svg
 
-On a Hopper GPU: \`flashmla bench\` over the headline cases (${HEADLINE_CASES.join(", ")}).
+On a Hopper GPU: \`flashmla bench\` over the headline cases (${HEADLINE_CASES.join(", ")}),
+each with the kernel flashMlaWithKvcache chooses for it.
 Elsewhere: the float64 CPU reference on a small dense case (timed, checked against a second run),
-the roofline of the headline cases on an H200, and a line saying why no GPU was found.
+the roofline of the headline cases on an H200 with the kernel that would serve each, and a line
+saying why no GPU was found.
 Exit status: 0 ok, 1 a check failed, ${USAGE_EXIT_CODE} bad command line.`;
 
 
 /** The small case the CPU reference runs without a GPU: MTP with causal masking and uneven lengths. */
-const CPU_CASE = { seed: 1, s_q: 2, h_q: 16, h_kv: 1, seqlens: [1024, 700, 333, 64], causal: true } as const;
+const CPU_CASE = { seed: 1, b: 4, s_q: 2, h_q: 16, h_kv: 1, seqlens: [1024, 700, 333, 64], causal: true, dtype: "bf16" } as const;
 
 /**
  * Adds `start` to `program` (what `npm start` runs): the benchmark of the headline cases on a
@@ -62,7 +64,7 @@ export function registerStartCommand(program: Command, deps: GpuCommandDeps = {}
     if (probe.ok) {
       const cases = HEADLINE_CASES.map((n) => benchCaseByName(n)).filter((c): c is BenchCase => c !== undefined);
       code = guarded(io, "start", () =>
-        runBench({ cases, kernel: BENCH_KERNELS[DEFAULT_BENCH_KERNEL], iters: opts.iters, seed: 1, json: opts.json, svg: opts.svg }, probe.device, io, deps, "start"),
+        runBench({ cases, iters: opts.iters, seed: 1, json: opts.json, svg: opts.svg }, probe.device, io, deps, "start"),
       );
     } else {
       code = guarded(io, "start", () => runWithoutGpu(probe.reason, opts, io));
@@ -104,6 +106,7 @@ function runWithoutGpu(reason: string, opts: StartOptions, io: CliIo): number {
         roofs,
         cases: reports.map(({ bc, report }) => ({
           case: bc.name,
+          kernel: chooseKernel(bc),
           flop: report.cost.flop,
           bytes: report.cost.bytes,
           intensity: report.cost.intensity,
@@ -138,13 +141,14 @@ function runWithoutGpu(reason: string, opts: StartOptions, io: CliIo): number {
   lines.push("");
   lines.push(c.bold(`Roofline of the headline cases on the ${gpu.name}`) + ` (roofs measured there, BENCH.md: ${fmt(roofs.tflops, 0)} TFLOPS, ${fmt(roofs.gbPerS, 0)} GB/s; ridge ${fmt(roofs.ridge, 1)} FLOP/B)`);
   const t = new Table({
-    head: ["case", "GFLOP", "MB moved", "FLOP/B", "bound", "ideal µs", "FlashMLA µs", "% of roofline", "first bar", "goal"].map((h) => c.bold(h)),
+    head: ["case", "kernel", "GFLOP", "MB moved", "FLOP/B", "bound", "ideal µs", "FlashMLA µs", "% of roofline", "first bar", "goal"].map((h) => c.bold(h)),
     style: { head: [], border: [], compact: true },
   });
   for (const { bc, report } of reports) {
     const ideal = report.ceilings.find((x) => x.label === report.reference)?.idealUs ?? NaN;
     t.push([
       bc.name,
+      chooseKernel(bc),
       fmt(report.cost.flop / 1e9, 1),
       fmt(report.cost.bytes / 1e6, 1),
       fmt(report.cost.intensity, 1),
@@ -168,8 +172,8 @@ function runWithoutGpu(reason: string, opts: StartOptions, io: CliIo): number {
  */
 function cpuReferenceRun(): CpuReferenceRun {
   const { s_q, h_q, h_kv, seqlens, causal } = CPU_CASE;
-  const hc = makeHostDenseCase(CPU_CASE);
-  const args = { q: hc.q, kCache: hc.kCache, blockTable: hc.blockTable, cacheSeqlens: hc.cacheSeqlens, headDimV: 512, causal };
+  const hc = makeDenseCase(CPU_CASE);
+  const args = { q: hc.q, kCache: hc.kCache, blockTable: hc.blockTable, cacheSeqlens: hc.cacheSeqlens, headDimV: D_V, causal };
   const t0 = performance.now();
   const full = mlaDecodeReference(args);
   const timeMs = performance.now() - t0;

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { benchCaseByName, benchCaseShape } from "../../../bench/cases.js";
+import { benchCaseByName, benchCaseShape } from "../../../src/bench/cases.js";
 import { benchCaseSeqlens } from "../../../src/bench/benchCaseSeqlens.js";
 import { benchFigures } from "../../../src/bench/benchFigures.js";
 import { mlaCost } from "../../../src/roofline/mlaCost.js";

@@ -17,7 +17,7 @@ function input(): BenchRecordInput {
   return {
     gpu: GPU,
     commit: { commit: "0123456789abcdef0123456789abcdef01234567", dirty: false },
-    kernel: "dense_v1",
+    kernel: "dense_pipe_bf16",
     ceilings: {
       gpuName: GPU.name, driverVersion: GPU.driverVersion, measuredAt: "2026-11-30T00:00:00.000Z", copyGbPerS: 4174, readGbPerS: 4138, gemmTflops: 767,
       detail: { copyBytes: 2, readBytes: 1, wgmmaFlop: 1, copyUs: t, readUs: t, wgmmaUs: t },
@@ -40,7 +40,7 @@ test("benchRecord() carries the GPU, driver, clocks, commit, ceilings and settin
   assert.match(r.tool.version, /^\d+\.\d+\.\d+/);
   assert.equal(r.commit, "0123456789abcdef0123456789abcdef01234567");
   assert.equal(r.commitDirty, false);
-  assert.equal(r.kernel, "dense_v1");
+  assert.equal(r.kernel, "dense_pipe_bf16");
   assert.equal(r.gpu.name, "NVIDIA H200");
   assert.equal(r.gpu.driverVersion, "580.159.04");
   assert.equal(r.gpu.maxSmClockMhz, 1980);
@@ -69,16 +69,17 @@ test("benchRecord() gives each timed case its shape, µs median/min/p90, TFLOPS,
   assert.equal(sparse.status, "not-available");
   assert.equal(sparse.usMedian, undefined);
   assert.equal(sparse.tflops, undefined);
-  assert.match(sparse.reason!, /kernel dense_v1 does not do sparse decode \(try --kernel sparse_v1\)/);
+  assert.equal(sparse.kernel, "sparse_h128x_bf16");
+  assert.match(sparse.reason!, /not available: a dense override forced on a sparse case/);
 });
 
 test("benchRecord() gives a timed sparse case its N attended, N_unique, FP8 cache read rate and cycle budget", () => {
-  const rec = benchRecord({ ...input(), kernel: "dense_v1 + sparse_v1", results: [timedResult("dense-compute", 452), sparseTimedResult("sparse-h16", 100)] });
-  assert.equal(rec.kernel, "dense_v1 + sparse_v1");
+  const rec = benchRecord({ ...input(), kernel: "dense_pipe_bf16 + sparse_h16x_bf16", results: [timedResult("dense-compute", 452), sparseTimedResult("sparse-h16", 100)] });
+  assert.equal(rec.kernel, "dense_pipe_bf16 + sparse_h16x_bf16");
   const [dense, sparse] = JSON.parse(JSON.stringify(rec)).results;
   assert.equal(dense.nUnique, undefined);
   assert.equal(dense.cycleBudget, undefined);
-  assert.equal(sparse.kernel, "sparse_v1");
+  assert.equal(sparse.kernel, "sparse_h16x_bf16");
   assert.equal(sparse.nAttended, 128 * 2 * 2048);
   // Two draws of 2048 from 32768 per request: 128 · 32768 · (1 − (15/16)²) tokens.
   assert.equal(Math.round(sparse.nUnique), 507904);
@@ -91,7 +92,7 @@ test("benchRecord() gives a timed sparse case its N attended, N_unique, FP8 cach
 
 test("benchRooflineSvg() plots the record's timed cases, FlashMLA's anchors and both roofs", () => {
   const svg = benchRooflineSvg(benchRecord(input()));
-  assert.match(svg, /MLA decode roofline: dense_v1 on NVIDIA H200/);
+  assert.match(svg, /MLA decode roofline: dense_pipe_bf16 on NVIDIA H200/);
   assert.match(svg, /2026-11-30, commit 0123456789, driver 580\.159\.04/);
   assert.equal([...svg.matchAll(/<g class="roof"/g)].length, 2);
   assert.equal([...svg.matchAll(/<circle class="point measured"/g)].length, 2);
@@ -102,7 +103,7 @@ test("benchRooflineSvg() plots the record's timed cases, FlashMLA's anchors and 
 });
 
 test("benchRecord() carries the measured crossover gains when the run made any", () => {
-  const g = { case: "sparse-v32", plainKernel: "sparse_v2", crossoverKernel: "sparse_crossover_v2", plainUs: 489.9, crossoverUs: 529.9, gain: 489.9 / 529.9 };
+  const g = { case: "sparse-v32", plainKernel: "sparse_m64_bf16", crossoverKernel: "sparse_h128x_bf16", plainUs: 403.7, crossoverUs: 383.7, gain: 403.7 / 383.7 };
   assert.deepEqual(benchRecord({ ...input(), crossoverGains: [g] }).crossoverGains, [g]);
   assert.equal(benchRecord({ ...input(), crossoverGains: [] }).crossoverGains, undefined);
   assert.equal(benchRecord(input()).crossoverGains, undefined);

@@ -4,37 +4,38 @@ import pc from "picocolors";
 import { benchTable } from "../../../src/bench/benchTable.js";
 import { notAvailableResult, sparseTimedResult, timedResult } from "./fakeBenchResults.js";
 
-test("benchTable() prints µs, TFLOPS, GB/s, % of ceiling, bound, FlashMLA's figure, targets and check per case", () => {
+test("benchTable() prints the kernel, µs, TFLOPS, GB/s, % of ceiling, bound, FlashMLA's figure, targets and check per case", () => {
   const text = benchTable([timedResult("dense-compute", 452), timedResult("dense-b1", 65)]);
   const row = text.split("\n").find((l) => l.includes("dense-compute"))!;
   const cells = row.split("│").map((s) => s.trim()).filter((s) => s !== "");
-  assert.deepEqual(cells, ["dense-compute", "452.0", "453.4", "646.1", "2751", "84.2", "compute", "452 µs, 646 TFLOPS", "≥ 646 TFLOPS met", "≥ 700 TFLOPS miss", "ok"]);
+  assert.deepEqual(cells, ["dense-compute", "dense_pipe_bf16", "452.0", "453.4", "646.1", "2751", "84.2", "compute", "452 µs, 646 TFLOPS", "≥ 646 TFLOPS met", "≥ 700 TFLOPS miss", "ok"]);
   const b1 = text.split("\n").find((l) => l.includes("dense-b1"))!;
   assert.match(b1, /│ memory +│ 43\.5 µs, 875 GB\/s +│ ≤ 43\.5 µs miss +│ ≤ 20 µs miss +│ ok/);
   assert.match(text, /% ceil: achieved TFLOPS \(compute-bound\) or GB\/s \(memory-bound\) over the measured roof/);
   assert.doesNotMatch(text, /\x1b\[/);
 });
 
-test("benchTable() shows a case without a kernel as not available, with its reason as a note", () => {
+test("benchTable() shows a case a forced choice cannot run as not available, with its reason as a note", () => {
   const text = benchTable([notAvailableResult("sparse-v32")]);
-  assert.match(text, /sparse-v32 +│ n\/a .*│ 364 µs, 401 TFLOPS +│ ≥ 401 TFLOPS +│ ≥ 450 TFLOPS +│ not available/);
-  assert.match(text, /note: sparse-v32: not available: kernel dense_v1 does not do sparse decode \(try --kernel sparse_v1\)/);
+  assert.match(text, /sparse-v32 +│ sparse_h128x_bf16 +│ n\/a .*│ 364 µs, 401 TFLOPS +│ ≥ 401 TFLOPS +│ ≥ 450 TFLOPS +│ not available/);
+  assert.match(text, /note: sparse-v32: not available: a dense override forced on a sparse case/);
 });
 
 test("benchTable() shows sparse rows' FP8 cache read as GB/s and the seed's cycle budget beside each sparse case", () => {
   const h16 = sparseTimedResult("sparse-h16", 100);
-  const v32 = sparseTimedResult("sparse-v32", 364, "sparse_crossover");
+  const v32 = sparseTimedResult("sparse-v32", 364);
   const text = benchTable([timedResult("dense-compute", 452), v32, h16]);
   const row = text.split("\n").find((l) => l.includes("sparse-h16"))!;
   const cells = row.split("│").map((s) => s.trim()).filter((s) => s !== "");
-  assert.equal(cells[4], h16.figures!.cacheReadGbPerS!.toFixed(0));
-  assert.equal(cells[5], h16.figures!.percentOfCeiling.toFixed(1));
-  assert.equal(cells[6], "memory");
-  assert.match(cells[9], /≥ 3500 GB\/s cache (met|miss)/);
-  assert.equal(cells[10], "ok");
+  assert.equal(cells[1], "sparse_h16x_bf16");
+  assert.equal(cells[5], h16.figures!.cacheReadGbPerS!.toFixed(0));
+  assert.equal(cells[6], h16.figures!.percentOfCeiling.toFixed(1));
+  assert.equal(cells[7], "memory");
+  assert.match(cells[10], /≥ 3500 GB\/s cache (met|miss)/);
+  assert.equal(cells[11], "ok");
   assert.match(text, /sparse rows: GB\/s is the FP8 cache read \(N_unique · 656 B over the time\)/);
-  assert.match(text, /^sparse-v32 \(sparse_crossover\): seed cycle budget: crossover: 34\.0 MMA clk vs 25\.0 dequant clk per token \(50\.0 without\) → MMA-bound, ≤ 100 % of peak \(767 TFLOPS\); measured 52 % of it$/m);
-  assert.match(text, /^sparse-h16 \(sparse_v1\): seed cycle budget: 34\.0 MMA clk vs 50\.0 dequant clk per token .*16 of 64 heads per CTA useful → dequant-bound, ≤ 17 % of peak/m);
+  assert.match(text, /^sparse-v32 \(sparse_h128x_bf16\): seed cycle budget: crossover: 34\.0 MMA clk vs 25\.0 dequant clk per token \(50\.0 without\) → MMA-bound, ≤ 100 % of peak \(767 TFLOPS\); measured 52 % of it$/m);
+  assert.match(text, /^sparse-h16 \(sparse_h16x_bf16\): seed cycle budget: 34\.0 MMA clk vs 50\.0 dequant clk per token .*16 of 64 heads per CTA useful → dequant-bound, ≤ 17 % of peak/m);
   assert.equal((text.match(/seed cycle budget/g) ?? []).length, 2);
 });
 

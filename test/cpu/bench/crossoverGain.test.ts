@@ -1,58 +1,42 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { benchCycleBudget } from "../../../src/bench/benchCycleBudget.js";
-import { BENCH_KERNELS } from "../../../src/bench/benchKernels.js";
-import { crossoverGain, crossoverGainText, crossoverPartner, wantsCrossoverGain } from "../../../src/bench/crossoverGain.js";
-import { SPARSE_DEFAULT } from "../../../src/mla/flashMlaWithKvcache.js";
+import { CROSSOVER_PARTNER, crossoverGain, crossoverGainText, wantsCrossoverGain } from "../../../src/bench/crossoverGain.js";
+import { chooseKernel } from "../../../src/mla/chooseKernel.js";
+import type { KernelName } from "../../../src/mla/contract/kernelRegistry.js";
+import { benchCaseByName } from "../../../src/bench/cases.js";
 import { ROOFS, timedResult } from "./fakeBenchResults.js";
 
-function sparseResult(name: string, us: number, kernel: string, crossover: boolean) {
+function sparseResult(name: string, us: number, kernel: KernelName) {
   const r = timedResult(name, us);
-  return { ...r, kernel, cycleBudget: benchCycleBudget(r.shape.h_q, { crossover, peakTflops: ROOFS.tflops }) };
+  return { ...r, kernel, cycleBudget: benchCycleBudget(r.shape.h_q, { crossover: kernel === "sparse_h128x_bf16", peakTflops: ROOFS.tflops }) };
 }
 
-test("crossoverPartner() pairs each sparse kernel with the same producer and the other crossover setting", () => {
-  assert.equal(crossoverPartner(BENCH_KERNELS.sparse_v1)?.name, "sparse_crossover");
-  assert.equal(crossoverPartner(BENCH_KERNELS.sparse_crossover)?.name, "sparse_v1");
-  assert.equal(crossoverPartner(BENCH_KERNELS.sparse_v2)?.name, "sparse_crossover_v2");
-  assert.equal(crossoverPartner(BENCH_KERNELS.sparse_crossover_v2)?.name, "sparse_v2");
-  assert.equal(crossoverPartner(BENCH_KERNELS.sparse_crossover_v3)?.name, "sparse_v3");
-  assert.equal(crossoverPartner(BENCH_KERNELS.sparse_v3)?.name, "sparse_crossover_v3");
-  // The API default runs crossover v3 where h_q = 128 (the h16 consumer only at 8 and 16 heads): its
-  // partner there is the plain v3 kernel.
-  assert.deepEqual(SPARSE_DEFAULT, { crossover: "h128", producer: "v3", h16: "auto", h16x: "auto" });
-  assert.equal(crossoverPartner(BENCH_KERNELS.sparse)?.name, "sparse_v3");
-  assert.equal(crossoverPartner(BENCH_KERNELS.dense_seesaw_fast), undefined);
+test("the crossover partner is m64 on the same case: what the bench times beside h128x for the gain", () => {
+  const v32 = benchCaseByName("sparse-v32")!;
+  assert.equal(chooseKernel(v32), "sparse_h128x_bf16");
+  assert.equal(chooseKernel(v32, CROSSOVER_PARTNER), "sparse_m64_bf16");
 });
 
-test("crossoverPartner() is what the bench times beside a kernel for the gain: nothing for dense", () => {
-  const names = (k: keyof typeof BENCH_KERNELS) => [crossoverPartner(BENCH_KERNELS[k])].filter((x) => x !== undefined).map((x) => x.name);
-  assert.deepEqual(names("sparse_v2"), ["sparse_crossover_v2"]);
-  assert.deepEqual(names("sparse_crossover"), ["sparse_v1"]);
-  assert.deepEqual(names("sparse_v3"), ["sparse_crossover_v3"]);
-  assert.deepEqual(names("sparse"), ["sparse_v3"]);
-  assert.deepEqual(names("dense_seesaw_fast"), []);
-});
-
-test("wantsCrossoverGain() only for sparse h_q = 128 cases that ran ok with a kernel that has crossover-gain runs", () => {
-  const v32 = sparseResult("sparse-v32", 490, "sparse_v2", false);
-  assert.equal(wantsCrossoverGain(v32, BENCH_KERNELS.sparse_v2), true);
-  assert.equal(wantsCrossoverGain(v32, BENCH_KERNELS.sparse_v3), true);
-  assert.equal(wantsCrossoverGain({ ...v32, status: "check-failed" }, BENCH_KERNELS.sparse_v2), false);
-  assert.equal(wantsCrossoverGain(sparseResult("sparse-v32-h64", 258, "sparse_v2", false), BENCH_KERNELS.sparse_v2), false);
-  assert.equal(wantsCrossoverGain(timedResult("dense-compute", 552), BENCH_KERNELS.dense_seesaw_fast), false);
+test("wantsCrossoverGain() only for sparse cases h128x served that ran ok", () => {
+  const v32 = sparseResult("sparse-v32", 384, "sparse_h128x_bf16");
+  assert.equal(wantsCrossoverGain(v32), true);
+  assert.equal(wantsCrossoverGain({ ...v32, status: "check-failed" }), false);
+  assert.equal(wantsCrossoverGain(sparseResult("sparse-v32", 404, "sparse_m64_bf16")), false, "the partner run itself");
+  assert.equal(wantsCrossoverGain(sparseResult("sparse-v32-h64", 258, "sparse_m64_bf16")), false);
+  assert.equal(wantsCrossoverGain(timedResult("dense-compute", 552)), false);
 });
 
 test("crossoverGain() is plain µs over crossover µs whichever ran first, and the text quotes both", () => {
-  const plain = sparseResult("sparse-v32", 489.9, "sparse_v2", false);
-  const xo = sparseResult("sparse-v32", 529.9, "sparse_crossover_v2", true);
+  const plain = sparseResult("sparse-v32", 489.9, "sparse_m64_bf16");
+  const xo = sparseResult("sparse-v32", 529.9, "sparse_h128x_bf16");
   for (const g of [crossoverGain(plain, xo)!, crossoverGain(xo, plain)!]) {
-    assert.equal(g.plainKernel, "sparse_v2");
-    assert.equal(g.crossoverKernel, "sparse_crossover_v2");
+    assert.equal(g.plainKernel, "sparse_m64_bf16");
+    assert.equal(g.crossoverKernel, "sparse_h128x_bf16");
     assert.equal(g.plainUs, 489.9);
     assert.equal(g.crossoverUs, 529.9);
     assert.ok(Math.abs(g.gain - 489.9 / 529.9) < 1e-12);
-    assert.equal(crossoverGainText(g), "crossover gain at sparse-v32: 0.92× (sparse_v2 489.9 µs, sparse_crossover_v2 529.9 µs)");
+    assert.equal(crossoverGainText(g), "crossover gain at sparse-v32: 0.92× (sparse_m64_bf16 489.9 µs, sparse_h128x_bf16 529.9 µs)");
   }
   // Two runs of the same kind, or one without a time, give no gain.
   assert.equal(crossoverGain(plain, plain), undefined);

@@ -1,13 +1,18 @@
-import { benchCaseByName, benchCaseShape } from "../../../bench/cases.js";
+import { benchCaseByName, benchCaseShape } from "../../../src/bench/cases.js";
 import { benchCycleBudget } from "../../../src/bench/benchCycleBudget.js";
 import { benchFigures } from "../../../src/bench/benchFigures.js";
 import type { BenchCaseResult } from "../../../src/bench/runBenchCase.js";
 import { timingStats } from "../../../src/bench/timingStats.js";
+import { chooseKernel } from "../../../src/mla/chooseKernel.js";
+import type { KernelName } from "../../../src/mla/contract/kernelRegistry.js";
 import { mlaCost } from "../../../src/roofline/mlaCost.js";
 
 export const ROOFS = { tflops: 767, gbPerS: 4138 };
 
-/** A result as runBenchCase() would return it for case `name` timed at `timeUs` (median exactly, min 1 µs less, p90 1.4 µs more), check ok. */
+/**
+ * A result as runBenchCase() would return it for case `name` timed at `timeUs` (median exactly, min 1 µs
+ * less, p90 1.4 µs more) by the kernel flashMlaWithKvcache chooses for it, check ok.
+ */
 export function timedResult(name: string, timeUs: number): BenchCaseResult {
   const c = benchCaseByName(name)!;
   const model = benchCaseShape(c);
@@ -18,7 +23,7 @@ export function timedResult(name: string, timeUs: number): BenchCaseResult {
     ...(c.group !== undefined ? { group: c.group } : {}),
     kind: c.kind,
     bound: c.bound,
-    kernel: "dense_v1",
+    kernel: chooseKernel(c),
     status: "ok",
     shape: { b: c.b, h_q: c.h_q, h_kv: c.h_kv, s_q: c.s_q, causal: c.causal, seqlens: { min: 1, mean: 2, max: 3 } },
     model,
@@ -41,22 +46,23 @@ export function timedResult(name: string, timeUs: number): BenchCaseResult {
 }
 
 /**
- * A sparse case timed at `timeUs` by `kernel`, as runBenchCase() returns it: N_unique as drawn (here
- * the expected count), the seed's cycle budget, check ok.
+ * A sparse case timed at `timeUs` by `kernel` (the API's choice unless given), as runBenchCase() returns
+ * it: N_unique as drawn (here the expected count), the seed's cycle budget, check ok.
  */
-export function sparseTimedResult(name: string, timeUs: number, kernel = "sparse_v1"): BenchCaseResult {
+export function sparseTimedResult(name: string, timeUs: number, kernel?: KernelName): BenchCaseResult {
   const r = timedResult(name, timeUs);
-  const crossover = kernel === "sparse_crossover";
+  kernel ??= r.kernel;
+  const crossover = kernel === "sparse_h128x_bf16";
   return { ...r, kernel, cycleBudget: benchCycleBudget(r.shape.h_q, { crossover, peakTflops: ROOFS.tflops, measuredTflops: r.figures!.tflops }) };
 }
 
-/** A case the chosen kernel cannot run (a sparse case asked of dense_v1). */
+/** A case a forced choice cannot run (a dense form forced on a sparse case). */
 export function notAvailableResult(name: string): BenchCaseResult {
   const c = benchCaseByName(name)!;
   const model = benchCaseShape(c);
   return {
-    case: c.name, kind: c.kind, bound: c.bound, kernel: "dense_v1", status: "not-available",
-    reason: "not available: kernel dense_v1 does not do sparse decode (try --kernel sparse_v1)",
+    case: c.name, kind: c.kind, bound: c.bound, kernel: chooseKernel(c), status: "not-available",
+    reason: "not available: a dense override forced on a sparse case",
     shape: { b: c.b, h_q: c.h_q, h_kv: c.h_kv, s_q: c.s_q, causal: c.causal, seqlens: { min: 1, mean: 1, max: 1 } },
     model, cost: mlaCost(model),
     ...(c.anchor !== undefined ? { anchor: c.anchor } : {}),

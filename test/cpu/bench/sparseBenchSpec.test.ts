@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { BENCH_CASES, benchCaseByName } from "../../../bench/cases.js";
+import { BENCH_CASES, benchCaseByName } from "../../../src/bench/cases.js";
 import { benchCaseSeqlens } from "../../../src/bench/benchCaseSeqlens.js";
 import { sparseBenchSpec } from "../../../src/bench/sparseBenchSpec.js";
 

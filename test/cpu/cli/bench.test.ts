@@ -24,7 +24,8 @@ test("flashmla bench checks its command line before looking for a GPU (exit 2)",
     [["bench", "--case", "nope"], /unknown case 'nope'; known cases: dense-compute,/],
     [["bench", "--case", "dense-b1", "--all"], /give --case or --all, not both/],
     [["bench", "--iters", "5"], /option '--iters <n>' argument '5' is invalid\. expected an integer >= 20/],
-    [["bench", "--kernel", "dense_v9"], /Allowed choices are dense, dense_combine, dense_seesaw, dense_seesaw_fast, dense_seesaw_mc, dense_seesaw_pipe, dense_h16, dense_v1, sparse, sparse_v1, sparse_crossover, sparse_v2, sparse_crossover_v2, sparse_v3, sparse_crossover_v3, sparse_h16, sparse_h16x\./],
+    // The kernel is flashMlaWithKvcache's choice: there is nothing to pick.
+    [["bench", "--kernel", "dense_fast_bf16"], /unknown option '--kernel'/],
     [["bench", "--seed", "-1"], /error: /],
     [["bench", "--bogus"], /unknown option '--bogus'/],
   ];
@@ -37,10 +38,10 @@ test("flashmla bench checks its command line before looking for a GPU (exit 2)",
   assert.equal(probed, false);
 });
 
-test("flashmla bench accepts case lists, commas, the dense-grid family and the sparse kernels before needing the GPU", async () => {
+test("flashmla bench accepts case lists, commas, the dense-grid family and the sparse cases before needing the GPU", async () => {
   for (const args of [
     ["--case", "dense-b1", "dense-uneven"], ["--case", "dense-b1,dense-uneven"], ["--case", "dense-grid"], ["--all"],
-    ["--case", "sparse-v32", "--kernel", "sparse_crossover"], ["--all", "--kernel", "sparse_v1"], ["--case", "sparse-h16,dense-b1"],
+    ["--case", "sparse-v32"], ["--case", "sparse-h16,dense-b1"],
   ]) {
     const r = await runCommand(registerBenchCommand, ["bench", ...args], NO_GPU);
     // Past the argument checks: the missing GPU is what stops it.
@@ -49,27 +50,26 @@ test("flashmla bench accepts case lists, commas, the dense-grid family and the s
   }
 });
 
-test("flashmla bench --list names every case and kernel and needs no GPU", async () => {
+test("flashmla bench --list names every case with the kernel that serves it and needs no GPU", async () => {
   const r = await runCommand(registerBenchCommand, ["bench", "--list"], NO_GPU);
   assert.equal(r.code, 0);
-  assert.match(r.out, /dense-compute +dense +b=128 h_q=128 s_q=1 s_k 8192 +\(compute\) \[headline\]/);
-  assert.match(r.out, /dense-grid-sq2-32k-causal/);
-  assert.match(r.out, /sparse-v32 +sparse/);
-  assert.match(r.out, /dense_seesaw +dense +flashMlaWithKvcache, kernel "seesaw"/);
-  assert.match(r.out, /dense_v1 +dense +flashMlaWithKvcache, kernel "v1"/);
-  assert.match(r.out, /sparse-h16 +sparse +b=128 h_q=16 s_q=2 s_k 32768 topk 2048 +\(memory\)/);
-  assert.match(r.out, /Kernels \(--kernel; default dense for dense cases, sparse for sparse ones\):/);
-  assert.match(r.out, /sparse_v1 +sparse +sparseDecodeGpu: /);
-  assert.match(r.out, /sparse_crossover +sparse +sparseDecodeGpu with crossover: .*\[h_q = 128 only\]/);
+  assert.match(r.out, /^Cases \(BENCH\.md\), each with the kernel flashMlaWithKvcache runs for it:$/m);
+  assert.match(r.out, /dense-compute +dense +dense_pipe_bf16 +b=128 h_q=128 s_q=1 s_k 8192 +\(compute\) \[headline\]/);
+  assert.match(r.out, /dense-b1 +dense +dense_fast_bf16 +b=1 h_q=128/);
+  assert.match(r.out, /dense-mem-h16 +dense +dense_fast_bf16 /);
+  assert.match(r.out, /dense-grid-sq2-32k-causal +dense +dense_pipe_bf16 /);
+  assert.match(r.out, /sparse-v32 +sparse +sparse_h128x_bf16 /);
+  assert.match(r.out, /sparse-v32-h64 +sparse +sparse_m64_bf16 /);
+  assert.match(r.out, /sparse-h16 +sparse +sparse_h16x_bf16 +b=128 h_q=16 s_q=2 s_k 32768 topk 2048 +\(memory\)/);
+  assert.doesNotMatch(r.out, /--kernel|seesaw|sparse_v1|crossover_v/);
 });
 
 test("flashmla bench --help shows the options, examples and exit codes", async () => {
   const r = await runCommand(registerBenchCommand, ["bench", "--help"], NO_GPU);
   assert.equal(r.code, 0);
   for (const s of [
-    "--case <names...>", "--all", "--json [file]", "--svg [file]", "--kernel <name>", "--iters <n>", "Examples:", "flashmla bench --all --svg",
-    "flashmla bench --case sparse-v32 --kernel sparse_crossover", "(default: dense for\n                     dense cases, sparse for sparse ones)",
-    "Without --kernel, dense cases run dense\n(flashMlaWithKvcache's own choice of kernel) and sparse ones sparse.", "Exit status: 0 ok, 1 a check failed or no GPU, 2 bad command line",
+    "--case <names...>", "--all", "--json [file]", "--svg [file]", "--iters <n>", "Examples:", "flashmla bench --all --svg",
+    "Every case runs the kernel\nflashMlaWithKvcache chooses for its shape (--list names it)", "Exit status: 0 ok, 1 a check failed or no GPU, 2 bad command line",
   ]) {
     assert.ok(r.out.includes(s), s);
   }

@@ -17,13 +17,17 @@ function packedFiles(): string[] {
 
 test("npm pack ships the compiled library, the CLI, the case table, the kernels and the README, not the tests", () => {
   const files = packedFiles();
-  const pkg = JSON.parse(readFileSync(path.join(root, "package.json"), "utf8")) as { bin: Record<string, string>; main: string };
-  for (const f of ["package.json", "README.md", "dist/src/index.js", "dist/src/cli/cli.js", "dist/src/cli/commands/bench.js", "dist/src/bench/rooflineSvg.js", "dist/bench/cases.js", "kernels/bench/ceilings.cu"]) {
+  const pkg = JSON.parse(readFileSync(path.join(root, "package.json"), "utf8")) as { bin: Record<string, string>; main: string; exports: Record<string, { types: string; default: string }> };
+  for (const f of ["package.json", "README.md", "dist/src/index.js", "dist/src/cli/cli.js", "dist/src/cli/commands/bench.js", "dist/src/bench/rooflineSvg.js", "dist/src/bench/cases.js", "dist/src/runtime/index.js", "kernels/bench/ceilings.cu"]) {
     assert.ok(files.includes(f), `${f} is packed`);
   }
   // The bin and main entries point at packed files.
   assert.ok(files.includes(path.normalize(pkg.bin.flashmla)), pkg.bin.flashmla);
   assert.ok(files.includes(path.normalize(pkg.main)), pkg.main);
+  // Every subpath export ("." and "./runtime") points at packed files.
+  for (const [subpath, target] of Object.entries(pkg.exports)) {
+    for (const file of [target.types, target.default]) assert.ok(files.includes(path.normalize(file)), `${subpath}: ${file}`);
+  }
   assert.equal(files.filter((f) => f.startsWith("dist/test/")).length, 0);
   assert.equal(files.filter((f) => f.startsWith("test/") || f.startsWith("src/")).length, 0);
 });

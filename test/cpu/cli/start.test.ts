@@ -19,8 +19,11 @@ test("flashmla start without a GPU says why, runs the CPU reference and the H200
   assert.match(r.out, /second run of 16 sampled rows alone: identical \(ok\)/);
   assert.match(r.out, /Roofline of the headline cases on the NVIDIA H200 SXM/);
   // FlashMLA's dense-compute: 292 GFLOP in 452 µs, ideal 380.8 µs under 767 TFLOPS: 84.2 % of the roofline.
-  assert.match(r.out, /dense-compute +│ 292\.1 +│ 1243\.6 +│ 234\.8 +│ compute +│ 380\.8 +│ 452 +│ 84\.2 +│ ≥ 646 TFLOPS +│ ≥ 700 TFLOPS/);
-  for (const name of ["dense-mem-h16", "dense-b1", "dense-uneven", "sparse-v32"]) assert.match(r.out, new RegExp(`│ ${name} `));
+  assert.match(r.out, /│ kernel +│ GFLOP +│/);
+  assert.match(r.out, /dense-compute +│ dense_pipe_bf16 +│ 292\.1 +│ 1243\.6 +│ 234\.8 +│ compute +│ 380\.8 +│ 452 +│ 84\.2 +│ ≥ 646 TFLOPS +│ ≥ 700 TFLOPS/);
+  for (const [name, kernel] of [["dense-mem-h16", "dense_fast_bf16"], ["dense-b1", "dense_fast_bf16"], ["dense-uneven", "dense_fast_bf16"], ["sparse-v32", "sparse_h128x_bf16"]]) {
+    assert.match(r.out, new RegExp(`│ ${name} +│ ${kernel} +│`), `${name} is served by ${kernel}`);
+  }
   assert.doesNotMatch(r.out, /\x1b\[/);
   assert.ok(seconds < 20, `${seconds} s`);
 });
@@ -36,6 +39,7 @@ test("flashmla start --json without a GPU prints the CPU results and the rooflin
   assert.ok(j.cpuReference.timeMs > 0);
   const dc = j.roofline.cases.find((c: { case: string }) => c.case === "dense-compute");
   assert.equal(dc.flop, 292_057_776_128);
+  assert.equal(dc.kernel, "dense_pipe_bf16");
   assert.equal(dc.anchor.timeUs, 452);
   assert.equal(dc.anchorPercentOfRoofline.toFixed(1), "84.2");
 });

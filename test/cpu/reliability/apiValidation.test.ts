@@ -1,21 +1,22 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { ArgumentError } from "../../../src/errors/ArgumentError.js";
-import { DENSE_KERNELS, EXPERIMENTAL_DENSE_KERNELS, validateDenseArgs, type FlashMlaWithKvcacheArgs } from "../../../src/mla/flashMlaWithKvcache.js";
-import { quantizeKvCacheFp8, validateWriteKvCacheFp8Args, type WriteKvCacheFp8Args } from "../../../src/mla/kvCacheFp8Gpu.js";
-import { mlaDecodeReferenceGpu, validateReferenceGpuArgs, type MlaDecodeReferenceGpuArgs } from "../../../src/mla/mlaDecodeReferenceGpu.js";
-import { getMlaMetadata, MlaSchedMeta, type MlaSchedConfig } from "../../../src/mla/MlaSchedMeta.js";
+import { quantizeKvCacheFp8, validateWriteKvCacheFp8Args, type WriteKvCacheFp8Args } from "../../../src/mla/kvCache/writeKvCacheFp8.js";
+import { mlaDecodeReferenceGpu, validateReferenceGpuArgs, type MlaDecodeReferenceGpuArgs } from "../../../src/mla/reference/mlaDecodeReferenceGpu.js";
+import { getMlaMetadata, MlaSchedMeta, type MlaSchedConfig } from "../../../src/mla/sched/MlaSchedMeta.js";
 import { quantizeKvCacheV32 } from "../../../src/numeric/kvCacheFp8.js";
 import { randomBf16, Rng } from "../../../src/numeric/random.js";
 import { DeviceBuffer } from "../../../src/runtime/DeviceBuffer.js";
 import { dtypeSize, type DType } from "../../../src/runtime/dtype.js";
 import { Stream } from "../../../src/runtime/Stream.js";
 import { contiguousStrides, Tensor } from "../../../src/runtime/Tensor.js";
+import { validateDenseArgs } from "../../../src/mla/dense/validateDense.js";
+import { type FlashMlaWithKvcacheArgs } from "../../../src/mla/args.js";
 
 // The validation matrix of the public functions that take tensors: every argument, wrong dtype, rank,
 // shape, device, layout, out-of-range scalar and mismatched sizes between arguments. Each error must
 // name the function, the argument, what was expected and what was given, so each case pins the whole
-// message. test/cpu/mla/flashMlaValidation.test.ts holds the first dense cases; these extend them.
+// message. test/cpu/mla/dense/validateDense.test.ts holds the first dense cases; these extend them.
 
 /** Fake GPU memory: a DeviceBuffer-shaped object. Nothing reads through it; never dispose it. */
 function fakeBuffer(sizeBytes: number, deviceOrdinal: number): DeviceBuffer {
@@ -107,7 +108,6 @@ test("validateDenseArgs() names every argument's dtype, rank, shape and layout e
     ["softmaxScale a string", { softmaxScale: "0.05" }, `${D} 'softmaxScale': expected a finite number > 0, got string 0.05`],
     ["causal a string", { causal: "true" }, `${D} 'causal': expected a boolean, got string`],
     ["schedMeta missing", { schedMeta: undefined }, `${D} 'schedMeta': expected the object getMlaMetadata() returns, got undefined`],
-    ["kernel unknown", { kernel: "v2" }, `${D} 'kernel': expected ${[...DENSE_KERNELS, ...EXPERIMENTAL_DENSE_KERNELS].map((k) => `"${k}"`).join(" or ")}, got "v2"`],
     ["stream not a Stream", { stream: { handle: 0n } }, `${D} 'stream': expected a Stream (Stream.create()) or undefined, got object`],
     ["out rank 3", { out: bf16([2, 2, 4096]) }, `${D} 'out': expected rank 4 [b, s_q, h_q, d_v], got rank 3 [2, 2, 4096]`],
     ["out with 576 columns", { out: bf16([2, 2, 8, 576]) }, `${D} 'out': expected d_v = 512 (shape [2, 2, 8, 512]), got 576 (shape [2, 2, 8, 576])`],
@@ -157,8 +157,11 @@ test("validateDenseArgs() on the GPU path names host tensors, devices, alignment
   for (const [what, over, message] of cases) rejects(what, () => validateDenseArgs(dense(cuda, over)), message);
 
   // Metadata filled on one GPU holds that GPU's pointers.
-  const meta = new MlaSchedMeta();
-  meta.schedMeta = cuda([132, 8], "i32", { device: 1 });
+  const meta = new (class extends MlaSchedMeta {
+    override get deviceOrdinal(): number {
+      return 1;
+    }
+  })();
   rejects("schedMeta from another GPU", () => validateDenseArgs(dense(cuda, { schedMeta: meta })), `${D} 'schedMeta': expected metadata filled on q's device (cuda:0), got metadata filled on cuda:1`);
   assert.deepEqual(validateDenseArgs(dense(cuda, { stream: fakeStream(0), out: cuda([2, 2, 8, 512], "bf16"), lse: cuda([2, 8, 2], "f32") })).b, 2);
 });
@@ -177,11 +180,11 @@ test("MlaSchedMeta reused for another batch names each field that changed, old a
   ];
   const meta = new MlaSchedMeta();
   meta.checkConfig("f", base); // an empty object accepts any first shape
-  meta.config = { ...base };
+  const filled = MlaSchedMeta.withConfig(base);
   for (const [key, value, text] of changed) {
-    rejects(`reuse with ${key} changed`, () => meta.checkConfig("flashMlaWithKvcache", { ...base, [key]: value }), `${D} 'schedMeta': expected metadata for ${text}`);
+    rejects(`reuse with ${key} changed`, () => filled.checkConfig("flashMlaWithKvcache", { ...base, [key]: value }), `${D} 'schedMeta': expected metadata for ${text}`);
   }
-  assert.doesNotThrow(() => meta.checkConfig("flashMlaWithKvcache", { ...base }));
+  assert.doesNotThrow(() => filled.checkConfig("flashMlaWithKvcache", { ...base }));
 });
 
 // ---------------------------------------------------------------------------------------------------

@@ -9,18 +9,19 @@ import { fileURLToPath } from "node:url";
 import { collectInfo } from "../../../src/cli/commands/info.js";
 import { config } from "../../../src/config.js";
 import { NoGpuError } from "../../../src/errors/NoGpuError.js";
-import { flashMlaWithKvcache, type FlashMlaWithKvcacheArgs } from "../../../src/mla/flashMlaWithKvcache.js";
-import { quantizeKvCacheFp8, writeKvCacheFp8 } from "../../../src/mla/kvCacheFp8Gpu.js";
-import { mlaDecodeReference } from "../../../src/mla/mlaDecodeReference.js";
-import { mlaDecodeReferenceGpu } from "../../../src/mla/mlaDecodeReferenceGpu.js";
-import { getMlaMetadata, MlaSchedMeta, type MlaSchedConfig } from "../../../src/mla/MlaSchedMeta.js";
+import { flashMlaWithKvcache } from "../../../src/mla/flashMlaWithKvcache.js";
+import { quantizeKvCacheFp8, writeKvCacheFp8 } from "../../../src/mla/kvCache/writeKvCacheFp8.js";
+import { mlaDecodeReference } from "../../../src/mla/reference/mlaDecodeReference.js";
+import { mlaDecodeReferenceGpu } from "../../../src/mla/reference/mlaDecodeReferenceGpu.js";
+import { getMlaMetadata, MlaSchedMeta, type MlaSchedConfig } from "../../../src/mla/sched/MlaSchedMeta.js";
 import { Device } from "../../../src/runtime/Device.js";
 import { DeviceBuffer } from "../../../src/runtime/DeviceBuffer.js";
 import type { DType } from "../../../src/runtime/dtype.js";
 import { hopperSupport } from "../../../src/runtime/hopperSupport.js";
 import { Module } from "../../../src/runtime/Module.js";
 import { Tensor } from "../../../src/runtime/Tensor.js";
-import { makeDenseCase } from "../../helpers/makeDecodeCase.js";
+import { makeDenseCase } from "../../../src/testing/denseCase.js";
+import { type FlashMlaWithKvcacheArgs } from "../../../src/mla/args.js";
 
 // How the package fails when what it needs is missing: no driver, a damaged kernel build, a GPU that
 // is not a Hopper. Each must give one clear error naming the cause and the remedy, and leave the
@@ -107,9 +108,7 @@ function noDriverChild(): NoDriverReport {
     mlaDecodeReferenceGpu: () => mlaDecodeReferenceGpu({ ...dense, schedMeta: undefined }),
   };
   const filledFor = (config: Partial<MlaSchedConfig>) => {
-    const meta = new MlaSchedMeta();
-    meta.config = { b: 1, s_q: 1, h_q: 64, h_kv: 1, page_block_size: 64, causal: false, is_fp8_kvcache: false, topk: null, ...config };
-    return meta;
+    return MlaSchedMeta.withConfig({ b: 1, s_q: 1, h_q: 64, h_kv: 1, page_block_size: 64, causal: false, is_fp8_kvcache: false, topk: null, ...config });
   };
   const disposed = getMlaMetadata();
   disposed.dispose();
@@ -259,7 +258,7 @@ if (child === "no-driver") {
   });
 
   test("on a non-Hopper GPU the kernel loader's error says what the GPU is and that the CPU reference works", () => {
-    // decodeKernels() throws exactly this before it reads a cubin (the driver's own refusal,
+    // loadKernel() throws exactly this before it reads a cubin (the driver's own refusal,
     // CUDA_ERROR_NO_BINARY_FOR_GPU, names neither the cause nor a way out).
     const v = hopperSupport({ name: "NVIDIA A100-SXM4-80GB", computeCapability: { major: 8, minor: 0 } });
     assert.ok(!v.ok);

@@ -1,14 +1,14 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mlaDecodeReference, type MlaDecodeReferenceArgs } from "../../../src/mla/mlaDecodeReference.js";
+import { mlaDecodeReference, type MlaDecodeReferenceArgs } from "../../../src/mla/reference/mlaDecodeReference.js";
 import { Tensor } from "../../../src/runtime/Tensor.js";
-import { makeDenseCase, makeSparseCase, NAN_HALF_BITS } from "../../helpers/makeDecodeCase.js";
+import { makeDenseCase, NAN_HALF_BITS } from "../../../src/testing/denseCase.js";
+import { makeSparseCase } from "../../../src/testing/sparseCase.js";
+import { D_QK, D_V } from "../../../src/mla/contract/shape.js";
 
 // What the CPU reference does with out-of-range or non-finite data (docs/reliability.md): the
 // contract the GPU kernels are checked against, and the behaviour users can rely on on the CPU.
 
-const D_QK = 576;
-const D_V = 512;
 
 /** A copy of a host tensor (same shape and dtype, fresh storage). */
 function copyOf(t: Tensor): Tensor {

@@ -3,13 +3,13 @@ import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { benchCaseByName } from "../../../bench/cases.js";
-import { BENCH_KERNELS, DEFAULT_BENCH_KERNEL, DEFAULT_BENCH_KERNELS } from "../../../src/bench/benchKernels.js";
-import { benchModules } from "../../../src/bench/benchModules.js";
+import { benchCaseByName } from "../../../src/bench/cases.js";
+import { benchSpinKernel } from "../../../src/bench/benchSpin.js";
 import { CeilingsCache } from "../../../src/bench/CeilingsCache.js";
-import { checkDenseCase } from "../../../src/bench/checkDenseCase.js";
+import { checkDenseCase } from "../../../src/testing/checkDenseCase.js";
+import type { CheckCaseSpec } from "../../../src/testing/checkGrid.js";
 import { gpuEnvironment } from "../../../src/bench/gpuEnvironment.js";
-import { makeGpuDenseCase } from "../../../src/bench/makeGpuDenseCase.js";
+import { makeGpuDenseCase } from "../../../src/testing/gpuDenseCase.js";
 import { measureCeilings } from "../../../src/bench/measureCeilings.js";
 import { runBenchCase } from "../../../src/bench/runBenchCase.js";
 import { timeGpuCalls } from "../../../src/bench/timeGpuCalls.js";
@@ -17,7 +17,9 @@ import { timingStats } from "../../../src/bench/timingStats.js";
 import { registerBenchCommand } from "../../../src/cli/commands/bench.js";
 import { registerCheckCommand } from "../../../src/cli/commands/check.js";
 import { nvmlGpu } from "../../../src/driver/nvml.js";
-import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
+import { chooseKernel } from "../../../src/mla/chooseKernel.js";
+import { flashMlaWithKvcache, type DecodeOverrides } from "../../../src/mla/flashMlaWithKvcache.js";
+import { getMlaMetadata } from "../../../src/mla/sched/MlaSchedMeta.js";
 import { Stream } from "../../../src/runtime/Stream.js";
 import { runCommand } from "../../cpu/cli/runCommand.js";
 import { describeGpu } from "../../helpers/gpu.js";
@@ -29,7 +31,7 @@ describeGpu("bench harness on the GPU", (device) => {
   test("timeGpuCalls() measures a 200 µs spin as about 200 µs per call", () => {
     const stream = Stream.create(device.ordinal);
     try {
-      const spin = benchModules(device.ordinal).spin;
+      const spin = benchSpinKernel(device.ordinal);
       const times = timeGpuCalls([() => spin.launch({ grid: 1, block: 1, stream }, [{ kind: "u64", value: 200_000n }])], { stream, iters: 20, spin });
       const s = timingStats(times.samplesUs);
       assert.equal(s.n, 20);
@@ -46,7 +48,7 @@ describeGpu("bench harness on the GPU", (device) => {
     const nvml = nvmlGpu(device.ordinal);
     const stream = Stream.create(device.ordinal);
     try {
-      const spin = benchModules(device.ordinal).spin;
+      const spin = benchSpinKernel(device.ordinal);
       const spins = (ns: bigint) => [() => spin.launch({ grid: 1, block: 1, stream }, [{ kind: "u64", value: ns }])];
       const times = timeGpuCalls(spins(200_000n), { stream, iters: 50, spin });
       if (!nvml.ok) {
@@ -70,7 +72,7 @@ describeGpu("bench harness on the GPU", (device) => {
     const c = benchCaseByName("dense-mem-h16")!;
     const stream = Stream.create(device.ordinal);
     try {
-      const r = runBenchCase(c, { kernel: BENCH_KERNELS[DEFAULT_BENCH_KERNEL], device, stream, roofs: { tflops: 767, gbPerS: 4138 }, iters: 40 });
+      const r = runBenchCase(c, { device, stream, roofs: { tflops: 767, gbPerS: 4138 }, iters: 40 });
       assert.equal(r.status, "ok", r.reason);
       if (!nvml.ok) {
         assert.equal(r.smClockMhz, undefined);
@@ -103,7 +105,7 @@ describeGpu("bench harness on the GPU", (device) => {
     const stream = Stream.create(device.ordinal);
     const gc = makeGpuDenseCase({ b: 3, s_q: 2, h_q: 16, h_kv: 1, seqlens: [300, 65, 1000], causal: true, dtype: "bf16" }, { seed: 5, stream });
     const meta = getMlaMetadata();
-    const res = BENCH_KERNELS[DEFAULT_BENCH_KERNEL].run({ q: gc.q, kCache: gc.kCache, blockTable: gc.blockTable, cacheSeqlens: gc.cacheSeqlens, headDimV: 512, schedMeta: meta, softmaxScale: gc.softmaxScale, causal: true, stream });
+    const res = flashMlaWithKvcache({ q: gc.q, kCache: gc.kCache, blockTable: gc.blockTable, cacheSeqlens: gc.cacheSeqlens, headDimV: 512, schedMeta: meta, softmaxScale: gc.softmaxScale, causal: true, stream });
     try {
       const good = checkDenseCase(gc, res, { stream, gpuReference: true });
       assert.ok(good.ok, good.message);
@@ -125,14 +127,15 @@ describeGpu("bench harness on the GPU", (device) => {
     }
   });
 
-  for (const kernel of Object.values(BENCH_KERNELS).filter((k) => k.kinds.includes("dense"))) {
-    test(`runBenchCase() times dense-short-h16 with ${kernel.name} over ≥ 4 input sets and its output passes the check`, () => {
+  const variants: Array<[string, DecodeOverrides]> = [["the API's choice", {}], ["pairs left to the combine", { mergeSplitPairs: false }], ["fast", { denseForm: "fast" }], ["pipe", { denseForm: "pipe" }]];
+  for (const [label, overrides] of variants) {
+    test(`runBenchCase() times dense-short-h16 with ${label} over ≥ 4 input sets and its output passes the check`, () => {
       const c = benchCaseByName("dense-short-h16")!;
       const stream = Stream.create(device.ordinal);
       try {
-        const r = runBenchCase(c, { kernel, device, stream, roofs: { tflops: 767, gbPerS: 4138 }, iters: 20 });
+        const r = runBenchCase(c, { overrides, device, stream, roofs: { tflops: 767, gbPerS: 4138 }, iters: 20 });
         assert.equal(r.status, "ok", r.reason);
-        assert.equal(r.kernel, kernel.name);
+        assert.equal(r.kernel, chooseKernel(c, overrides));
         assert.ok(r.sets !== undefined && r.sets >= 4);
         assert.ok(r.sets! * r.setBytes! > 2 * device.l2CacheBytes);
         assert.equal(r.timeUs!.n, 20);
@@ -154,18 +157,19 @@ describeGpu("bench harness on the GPU", (device) => {
     assert.equal(rec.results[0].case, "dense-b1");
     assert.equal(rec.results[0].status, "ok");
     assert.ok(rec.results[0].usMedian > 0);
-    // Without --kernel each case runs with its kind's default (flashMlaWithKvcache's own choice for sparse).
-    assert.equal(rec.kernel, `${DEFAULT_BENCH_KERNELS.dense} + ${DEFAULT_BENCH_KERNELS.sparse}`);
-    assert.equal(rec.results[1].kernel, DEFAULT_BENCH_KERNELS.sparse);
+    // Each case runs the kernel flashMlaWithKvcache chooses for it.
+    assert.equal(rec.kernel, "dense_fast_bf16 + sparse_h128x_bf16");
+    assert.equal(rec.results[0].kernel, "dense_fast_bf16");
+    assert.equal(rec.results[1].kernel, "sparse_h128x_bf16");
     assert.equal(rec.results[1].status, "ok", rec.results[1].reason);
     assert.ok(rec.results[1].tflops > 0 && rec.results[1].nUnique > 0);
-    // sparse-v32 has h_q = 128: the default runs crossover (producer v3) there.
+    // sparse-v32 has h_q = 128: h128x (crossover) serves it.
     assert.equal(rec.results[1].cycleBudget.crossover, true);
-    // It was also timed with its plain partner (sparse_v3), for the measured crossover gain.
+    // It was also timed with m64, for the measured crossover gain.
     assert.equal(rec.crossoverGains?.length, 1);
     assert.equal(rec.crossoverGains[0].case, "sparse-v32");
-    assert.equal(rec.crossoverGains[0].plainKernel, "sparse_v3");
-    assert.equal(rec.crossoverGains[0].crossoverKernel, DEFAULT_BENCH_KERNELS.sparse);
+    assert.equal(rec.crossoverGains[0].plainKernel, "sparse_m64_bf16");
+    assert.equal(rec.crossoverGains[0].crossoverKernel, "sparse_h128x_bf16");
     assert.equal(rec.crossoverGains[0].crossoverUs, rec.results[1].usMedian);
     assert.ok(rec.crossoverGains[0].gain > 0 && Number.isFinite(rec.crossoverGains[0].gain));
     // The ceilings measured by this run were cached for the next one.
@@ -176,6 +180,17 @@ describeGpu("bench harness on the GPU", (device) => {
     const r = await runCommand(registerCheckCommand, ["check", "--grid", "small"]);
     assert.equal(r.code, 0, r.out + r.err);
     assert.match(r.out, /11 of 11 cases run: 11 passed, 0 failed/);
+  });
+
+  test("flashmla check --grid small --json names the kernel flashMlaWithKvcache chose for every case", async () => {
+    const r = await runCommand(registerCheckCommand, ["check", "--grid", "small", "--json"]);
+    assert.equal(r.code, 0, r.err);
+    const rec = JSON.parse(r.out) as { cases: number; results: Array<{ ok: boolean; kernel: string; spec: CheckCaseSpec }> };
+    assert.equal(rec.cases, 11);
+    for (const x of rec.results) {
+      assert.equal(x.ok, true, x.spec.name);
+      assert.equal(x.kernel, chooseKernel({ ...x.spec, kind: "dense" }), x.spec.name);
+    }
   });
 
   test("flashmla bench --svg writes a plot with the measured point", async () => {

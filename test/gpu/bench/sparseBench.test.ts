@@ -1,19 +1,17 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { benchCaseByName } from "../../../bench/cases.js";
-import { BENCH_KERNELS } from "../../../src/bench/benchKernels.js";
-import { checkGrid } from "../../../src/bench/checkGrid.js";
-import { checkSparseCase } from "../../../src/bench/checkSparseCase.js";
-import { countAttended, makeGpuSparseCase, SPARSE_FILL_CHUNK_TOKENS, type SparseCaseSpec } from "../../../src/bench/makeGpuSparseCase.js";
+import { benchCaseByName } from "../../../src/bench/cases.js";
+import { checkGrid } from "../../../src/testing/checkGrid.js";
+import { checkSparseCase } from "../../../src/testing/checkSparseCase.js";
+import { countAttended, makeGpuSparseCase, SPARSE_FILL_CHUNK_TOKENS, type SparseCaseSpec } from "../../../src/testing/gpuSparseCase.js";
 import { runBenchCase } from "../../../src/bench/runBenchCase.js";
-import { runCheckCase } from "../../../src/bench/runCheckCase.js";
-import { registerCheckCommand } from "../../../src/cli/commands/check.js";
-import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
+import { runCheckCase } from "../../../src/testing/runCheckCase.js";
+import { flashMlaWithKvcache } from "../../../src/mla/flashMlaWithKvcache.js";
+import { getMlaMetadata } from "../../../src/mla/sched/MlaSchedMeta.js";
 import { bf16ArrayToF32 } from "../../../src/numeric/bf16.js";
 import { D_QK, FP8_TOKEN_BYTES, dequantizeKvTokenV32 } from "../../../src/numeric/kvCacheFp8.js";
 import { expectedUniqueTokens } from "../../../src/roofline/mlaCost.js";
 import { Stream } from "../../../src/runtime/Stream.js";
-import { runCommand } from "../../cpu/cli/runCommand.js";
 import { describeGpu } from "../../helpers/gpu.js";
 
 /** FLASHMLA_SPARSE_GRID=quick: every 12th case of the sparse grid plus its corner cases. */
@@ -105,11 +103,11 @@ describeGpu("sparse benchmark harness on the GPU", (device) => {
     }
   });
 
-  test("checkSparseCase() passes sparse_v1's output, sampled and whole, and fails it once one element is corrupted", () => {
+  test("checkSparseCase() passes flashMlaWithKvcache's output, sampled and whole, and fails it once one element is corrupted", () => {
     const stream = Stream.create(device.ordinal);
     const gc = makeGpuSparseCase({ b: 4, s_q: 2, h_q: 64, topk: 512, seqlens: [2000, 700, 64, 3000], pageBlockSize: 64, withSink: true, withTopkLength: false }, { seed: 5, stream });
     const meta = getMlaMetadata();
-    const res = BENCH_KERNELS.sparse_v1.run({ q: gc.q, kCache: gc.kCache, indices: gc.indices, attnSink: gc.attnSink, isFp8Kvcache: true, headDimV: 512, schedMeta: meta, softmaxScale: gc.softmaxScale, stream });
+    const res = flashMlaWithKvcache({ q: gc.q, kCache: gc.kCache, indices: gc.indices, attnSink: gc.attnSink, isFp8Kvcache: true, headDimV: 512, schedMeta: meta, softmaxScale: gc.softmaxScale, stream });
     try {
       const all = checkSparseCase(gc, res, { stream, gpuReference: true });
       assert.ok(all.ok, all.message);
@@ -133,12 +131,13 @@ describeGpu("sparse benchmark harness on the GPU", (device) => {
     }
   });
 
-  test("runBenchCase() times sparse-h16 with sparse_v1 over >= 4 sets, counts N_unique as drawn and quotes the FP8 cache read", () => {
+  test("runBenchCase() times sparse-h16 (h16x) over >= 4 sets, counts N_unique as drawn and quotes the FP8 cache read", () => {
     const c = benchCaseByName("sparse-h16")!;
     const stream = Stream.create(device.ordinal);
     try {
-      const r = runBenchCase(c, { kernel: BENCH_KERNELS.sparse_v1, device, stream, roofs: ROOFS, iters: 20 });
+      const r = runBenchCase(c, { device, stream, roofs: ROOFS, iters: 20 });
       assert.equal(r.status, "ok", r.reason);
+      assert.equal(r.kernel, "sparse_h16x_bf16");
       assert.ok(r.sets! >= 4 && r.sets! * r.setBytes! > 2 * device.l2CacheBytes);
       // 128 requests × 32768 tokens × 656 B: each set holds the whole 2.7 GB cache.
       assert.ok(r.setBytes! > 128 * 32768 * 656);
@@ -155,22 +154,23 @@ describeGpu("sparse benchmark harness on the GPU", (device) => {
     }
   });
 
-  test("runBenchCase() times sparse-v32 with sparse_crossover and reports sparse-h16 as not available for it", () => {
+  test("runBenchCase() times sparse-v32 (h128x) and reports sparse-h16 as not available for a forced h128x", () => {
     const stream = Stream.create(device.ordinal);
     try {
-      const r = runBenchCase(benchCaseByName("sparse-v32")!, { kernel: BENCH_KERNELS.sparse_crossover, device, stream, roofs: ROOFS, iters: 20 });
+      const r = runBenchCase(benchCaseByName("sparse-v32")!, { device, stream, roofs: ROOFS, iters: 20 });
       assert.equal(r.status, "ok", r.reason);
+      assert.equal(r.kernel, "sparse_h128x_bf16");
       assert.equal(r.cycleBudget?.crossover, true);
       assert.ok(r.figures!.tflops > 50, `${r.figures!.tflops} TFLOPS`);
-      const na = runBenchCase(benchCaseByName("sparse-h16")!, { kernel: BENCH_KERNELS.sparse_crossover, device, stream, roofs: ROOFS, iters: 20 });
+      const na = runBenchCase(benchCaseByName("sparse-h16")!, { overrides: { sparsePlan: "h128x" }, device, stream, roofs: ROOFS, iters: 20 });
       assert.equal(na.status, "not-available");
-      assert.match(na.reason!, /runs h_q = 128 only/);
+      assert.match(na.reason!, /"h128x" only at h_q = 128/);
     } finally {
       stream.dispose();
     }
   });
 
-  test("the sparse check grid passes with sparse_v1 and, on its h_q = 128 cases, with sparse_crossover", () => {
+  test("the sparse check grid passes with the API's plans and, on its h_q = 128 cases, with m64 forced", () => {
     const grid = checkGrid("sparse");
     const stream = Stream.create(device.ordinal);
     const failures: string[] = [];
@@ -179,10 +179,10 @@ describeGpu("sparse benchmark harness on the GPU", (device) => {
     try {
       grid.forEach((spec, i) => {
         if (QUICK && i % 12 !== 0 && spec.b !== 8) return;
-        for (const kernel of [BENCH_KERNELS.sparse_v1, ...(spec.h_q === 128 ? [BENCH_KERNELS.sparse_crossover] : [])]) {
-          const r = runCheckCase(spec, { kernel, stream, seed: 30000 + i });
+        for (const overrides of [{}, ...(spec.h_q === 128 ? [{ sparsePlan: "m64" as const }] : [])]) {
+          const r = runCheckCase(spec, { stream, seed: 30000 + i, overrides });
           n++;
-          if (!r.ok) failures.push(`${spec.name} ${kernel.name} (seed ${30000 + i}): ${r.error ?? r.check?.message}`);
+          if (!r.ok) failures.push(`${spec.name} ${r.kernel} (seed ${30000 + i}): ${r.error ?? r.check?.message}`);
         }
       });
     } finally {
@@ -190,14 +190,5 @@ describeGpu("sparse benchmark harness on the GPU", (device) => {
     }
     console.log(`# sparse grid: ${n} case runs (${QUICK ? "quick" : "full"}), ${failures.length} failed, ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     assert.deepEqual(failures, [], failures.slice(0, 5).join("\n"));
-  });
-
-  test("flashmla check --grid sparse --kernel sparse_crossover runs the h_q = 128 cases only and says so", async () => {
-    const r = await runCommand(registerCheckCommand, ["check", "--grid", "sparse", "--kernel", "sparse_crossover", "--json"]);
-    assert.match(r.err, /flashmla check: 288 of 368 cases left out: kernel sparse_crossover runs h_q = 128 only/);
-    const rec = JSON.parse(r.out);
-    assert.equal(rec.cases, 80);
-    assert.ok(rec.results.every((x: { spec: { h_q: number } }) => x.spec.h_q === 128));
-    assert.equal(r.code, 0, rec.results.filter((x: { ok: boolean }) => !x.ok).map((x: { spec: { name: string }; error?: string }) => `${x.spec.name}: ${x.error ?? ""}`).join("\n"));
   });
 });

@@ -1,25 +1,26 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { DENSE_KERNELS, flashMlaWithKvcache, type DenseKernelName } from "../../../src/mla/flashMlaWithKvcache.js";
-import { getMlaMetadata, scheduleMaxPieces } from "../../../src/mla/MlaSchedMeta.js";
-import { mlaDecodeReference } from "../../../src/mla/mlaDecodeReference.js";
-import { mlaDecodeReferenceGpu } from "../../../src/mla/mlaDecodeReferenceGpu.js";
-import { checkSchedule, computeSchedule, DENSE_SCHED_FIXED_OVERHEAD, numSmPartsDense } from "../../../src/mla/schedule.js";
-import { combineRowsPerCta } from "../../../src/mla/launchCombine.js";
-import { assertClose, DENSE_LSE_TOL, DENSE_OUT_TOL, type Tolerance } from "../../../src/numeric/compare.js";
+import { combineRowsPerCta } from "../../../src/mla/combine/launchCombine.js";
+import { chooseDenseKernel, DENSE_FORMS, type DenseForm } from "../../../src/mla/dense/chooseDenseKernel.js";
+import { decodeWithOverrides, flashMlaWithKvcache, type DecodeOverrides } from "../../../src/mla/flashMlaWithKvcache.js";
+import { mlaDecodeReference } from "../../../src/mla/reference/mlaDecodeReference.js";
+import { mlaDecodeReferenceGpu } from "../../../src/mla/reference/mlaDecodeReferenceGpu.js";
+import { getMlaMetadata } from "../../../src/mla/sched/MlaSchedMeta.js";
+import { checkSchedule, computeSchedule, DENSE_SCHED_FIXED_OVERHEAD, numSmPartsDense, scheduleMaxPieces } from "../../../src/mla/sched/schedule.js";
 import { bf16ArrayToF32 } from "../../../src/numeric/bf16.js";
+import { assertClose, DENSE_LSE_TOL, DENSE_OUT_TOL, type Tolerance } from "../../../src/numeric/compare.js";
 import { fp16ArrayToF32 } from "../../../src/numeric/fp16.js";
 import { Rng } from "../../../src/numeric/random.js";
 import { Device } from "../../../src/runtime/Device.js";
 import { Graph } from "../../../src/runtime/Graph.js";
 import { Stream } from "../../../src/runtime/Stream.js";
 import { Tensor } from "../../../src/runtime/Tensor.js";
+import { checkGrid } from "../../../src/testing/checkGrid.js";
+import { makeDenseCase } from "../../../src/testing/denseCase.js";
+import { decodeDenseCase, makeDenseCaseGpu, uploadDenseCase, type GpuDenseCase } from "../../../src/testing/gpuDenseCase.js";
+import { runCheckCase } from "../../../src/testing/runCheckCase.js";
 import { describeGpu } from "../../helpers/gpu.js";
-import { makeDenseCase } from "../../helpers/makeDecodeCase.js";
-import { makeDenseCaseGpu, runDenseKernel, uploadDenseCase, type GpuDenseCase } from "../../helpers/gpuDecodeCase.js";
-import { BENCH_KERNELS } from "../../../src/bench/benchKernels.js";
-import { checkGrid } from "../../../src/bench/checkGrid.js";
-import { runCheckCase } from "../../../src/bench/runCheckCase.js";
+import { denseWorkspace } from "../../helpers/workspace.js";
 
 /** FlashMLA's 16 (h_q, h_kv) pairs (FLASHMLA.md §4). */
 const HEAD_PAIRS: Array<[number, number]> = [
@@ -28,21 +29,21 @@ const HEAD_PAIRS: Array<[number, number]> = [
 
 /** FLASHMLA_DENSE_GRID=quick runs a reduced grid (for iterating on a kernel); the default is FlashMLA's. */
 const QUICK = process.env.FLASHMLA_DENSE_GRID === "quick";
-/** The main kernel under test (FLASHMLA_TEST_KERNEL=v1 checks the previous one); the default is the API's. */
-const KERNEL = (process.env.FLASHMLA_TEST_KERNEL ?? "seesaw") as DenseKernelName;
+/** FLASHMLA_TEST_DENSE_FORM=fast or pipe forces that form wherever the API would choose; the default is the API's choice. */
+const FORCED: DecodeOverrides = process.env.FLASHMLA_TEST_DENSE_FORM === undefined ? {} : { denseForm: process.env.FLASHMLA_TEST_DENSE_FORM as DenseForm };
 
 function halfToF32(t: Tensor): Float32Array {
   const h = t.toHost();
   return t.dtype === "fp16" ? fp16ArrayToF32(h.host as Uint16Array) : bf16ArrayToF32(h.host as Uint16Array);
 }
 
-function run(c: GpuDenseCase, stream?: Stream, kernel: DenseKernelName = KERNEL) {
-  return runDenseKernel(c, kernel, stream);
+function run(c: GpuDenseCase, stream?: Stream, overrides: DecodeOverrides = FORCED) {
+  return decodeDenseCase(c, overrides, stream);
 }
 
-/** Runs the kernel on `c` and checks every element against the float64 CPU reference (host cases). */
-function checkAgainstCpu(c: GpuDenseCase, label: string, outTol: Tolerance = DENSE_OUT_TOL, kernel: DenseKernelName = KERNEL): void {
-  const { out, lse, meta } = run(c, undefined, kernel);
+/** Runs the call on `c` and checks every element against the float64 CPU reference (host cases). */
+function checkAgainstCpu(c: GpuDenseCase, label: string, outTol: Tolerance = DENSE_OUT_TOL, overrides: DecodeOverrides = FORCED): void {
+  const { out, lse, meta } = run(c, undefined, overrides);
   try {
     const ref = mlaDecodeReference(c.host!);
     const [b, s_q, h_q] = c.q.shape;
@@ -65,11 +66,12 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
       const { out, lse, meta } = run(c);
       try {
         Device.get().synchronize();
-        const gpu = { schedMeta: meta.schedMeta!.toHost().host as Int32Array, numSplits: meta.numSplits!.toHost().host as Int32Array };
-        const cpu = computeSchedule(lens, meta.numSmParts, DENSE_SCHED_FIXED_OVERHEAD);
+        const ws = denseWorkspace(meta);
+        const gpu = { schedMeta: ws.schedMeta.toHost().host as Int32Array, numSplits: ws.numSplits.toHost().host as Int32Array };
+        const cpu = computeSchedule(lens, ws.numSmParts, DENSE_SCHED_FIXED_OVERHEAD);
         assert.deepEqual(gpu.schedMeta, cpu.schedMeta, `case ${i}: sched_meta differs`);
         assert.deepEqual(gpu.numSplits, cpu.numSplits, `case ${i}: num_splits differs`);
-        checkSchedule(lens, gpu, meta.numSmParts);
+        checkSchedule(lens, gpu, ws.numSmParts);
       } finally {
         out.dispose(); lse.dispose(); meta.dispose(); c.dispose();
       }
@@ -93,13 +95,13 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
     console.log(`# small grid: ${n} cases checked element by element against the CPU reference`);
   });
 
-  test("every dense kernel (seesaw, v1) matches the CPU reference on odd block counts, splits and causal rows", () => {
-    for (const kernel of DENSE_KERNELS) {
+  test("both dense forms (fast, pipe) match the CPU reference on odd block counts, splits and causal rows", () => {
+    for (const denseForm of DENSE_FORMS) {
       for (const [i, lens] of [[1], [64], [65], [130, 3], [200, 0, 700, 64 * 9 + 5], Array.from({ length: 7 }, (_, j) => 97 * j + 1)].entries()) {
         const host = makeDenseCase({ seed: 6000 + i, b: lens.length, s_q: 2, h_q: 64, h_kv: 1, seqlens: lens, causal: true, dtype: "bf16", extraBlocks: 1 });
         const c = uploadDenseCase(host);
         try {
-          checkAgainstCpu(c, `${kernel} lens=${lens.join(",")}`, DENSE_OUT_TOL, kernel);
+          checkAgainstCpu(c, `${denseForm} lens=${lens.join(",")}`, DENSE_OUT_TOL, { denseForm });
         } finally {
           c.dispose();
         }
@@ -107,16 +109,25 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
     }
   });
 
-  test("seesaw_fast gives bit-identical outputs to seesaw (its fast paths only skip masks and multiplies by 1)", () => {
-    for (const [i, spec] of [{ b: 16, s_q: 1, h_q: 128, mean: 3000 }, { b: 8, s_q: 2, h_q: 64, mean: 1000 }, { b: 5, s_q: 4, h_q: 16, mean: 777 }].entries()) {
+  test("flashMlaWithKvcache runs the form chooseDenseKernel picks: its bits are that form's, forced", () => {
+    // pipe at b 16 with 128 rows per KV head; fast with fewer requests (128, 128 and 64 rows).
+    const specs = [
+      { b: 16, s_q: 1, h_q: 128, mean: 3000 },
+      { b: 8, s_q: 1, h_q: 128, mean: 3000 },
+      { b: 8, s_q: 2, h_q: 64, mean: 1000 },
+      { b: 5, s_q: 4, h_q: 16, mean: 777 },
+    ] as const;
+    for (const [i, spec] of specs.entries()) {
+      const form = chooseDenseKernel(spec.b, spec.s_q * spec.h_q);
+      assert.equal(form, spec.b >= 16 ? "pipe" : "fast", `case ${i}: the form for b ${spec.b}`);
       const c = makeDenseCaseGpu({ seed: 9100 + i, b: spec.b, s_q: spec.s_q, h_q: spec.h_q, h_kv: 1, seqlens: { mean: spec.mean, varlen: true, zeroFraction: 0.1 }, causal: true, dtype: "bf16" });
-      const a = run(c, undefined, "seesaw");
-      const f = run(c, undefined, "seesaw_fast");
+      const api = run(c, undefined, {});
+      const forced = run(c, undefined, { denseForm: form });
       try {
-        assert.deepEqual(f.out.toHost().host, a.out.toHost().host, `out differs (case ${i})`);
-        assert.deepEqual(f.lse.toHost().host, a.lse.toHost().host, `lse differs (case ${i})`);
+        assert.deepEqual(api.out.toHost().host, forced.out.toHost().host, `out differs from the forced ${form} (case ${i})`);
+        assert.deepEqual(api.lse.toHost().host, forced.lse.toHost().host, `lse differs from the forced ${form} (case ${i})`);
       } finally {
-        for (const r of [a, f]) { r.out.dispose(); r.lse.dispose(); r.meta.dispose(); }
+        for (const r of [api, forced]) { r.out.dispose(); r.lse.dispose(); r.meta.dispose(); }
         c.dispose();
       }
     }
@@ -168,7 +179,7 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
     }
   });
 
-  test("FlashMLA's dense grid and corner cases (flashmla check's grid): every element vs the fp32 GPU reference, sampled rows vs the CPU reference", () => {
+  test("FlashMLA's dense grid and corner cases (flashmla check's grid) with the API's forms: every element vs the fp32 GPU reference, sampled rows vs the CPU reference", () => {
     // The same cases and checks as `flashmla check --grid flashmla` (2,304 grid + 32 corner cases);
     // FLASHMLA_DENSE_GRID=quick takes every 12th case plus all corner cases.
     const grid = checkGrid("flashmla");
@@ -178,7 +189,7 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
     const failures: string[] = [];
     try {
       cases.forEach((spec, i) => {
-        const r = runCheckCase(spec, { kernel: BENCH_KERNELS[`dense_${KERNEL}`], stream, seed: 20000 + i });
+        const r = runCheckCase(spec, { stream, seed: 20000 + i, overrides: FORCED });
         if (!r.ok) failures.push(`${spec.name} (seed ${20000 + i}): ${r.error ?? r.check?.message}`);
       });
     } finally {
@@ -203,7 +214,7 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
       try {
         const { out, lse, meta } = run(c);
         try {
-          const ns = meta.numSplits!.toHost().host as Int32Array;
+          const ns = denseWorkspace(meta).numSplits.toHost().host as Int32Array;
           const splits = Array.from({ length: spec.b }, (_, r) => ns[r + 1] - ns[r]);
           assert.ok(splits.every((n) => n >= spec.splits[0] && n <= spec.splits[1]), `case ${i}: expected ${spec.splits.join("-")} splits per request, got ${splits.join(",")}`);
           const rowsPerCta = combineRowsPerCta(spec.b * 128, smCount);
@@ -294,7 +305,7 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
             assert.deepEqual(earlyLse, lateLse, `${sh.label}, round ${k}: the stream-ordered copy of lse differs from the finished lse`);
             if (first === undefined) {
               first = { out: late, lse: lateLse };
-              assert.equal(scheduleMaxPieces(meta.numSplits!.toHost().host as Int32Array), sh.pieces, `${sh.label}: the schedule's most pieces per request`);
+              assert.equal(scheduleMaxPieces(denseWorkspace(meta).numSplits.toHost().host as Int32Array), sh.pieces, `${sh.label}: the schedule's most pieces per request`);
               assert.equal(meta.knownMaxPieces(), sh.pieces, `${sh.label}: knownMaxPieces() once the first call is done`);
             } else {
               assert.deepEqual(late, first.out, `${sh.label}, round ${k}: out differs from the first round's (with the combine)`);
@@ -310,7 +321,7 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
     }
   });
 
-  test("requests split in two are merged by the seesaw kernels themselves, with the combine's bits (mergeSplitPairs), and every element matches the CPU reference", () => {
+  test("requests split in two are merged by the main kernels themselves, with the combine's bits (mergeSplitPairs), and every element matches the CPU reference", () => {
     // Seeds and shapes whose schedules (the CPU twin's) hold pairs whose second-piece CTA goes on to
     // another request (the count deferred to its next request's top) and pairs where it ends its part,
     // beside requests in 3-5 pieces (seed 4, 6) that the combine still merges. The merged outputs must
@@ -326,19 +337,19 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
     for (const sh of shapes) {
       const c = makeDenseCaseGpu({ seed: sh.seed, b: sh.b, s_q: sh.s_q, h_q: sh.h_q, h_kv: 1, seqlens: { mean: sh.mean, varlen: true }, causal: sh.causal, dtype: sh.dtype });
       try {
-        for (const kernel of ["seesaw", "seesaw_fast", "seesaw_pipe"] as const) {
-          const label = `seed ${sh.seed}, b ${sh.b}, s_q ${sh.s_q}, h_q ${sh.h_q}, ${kernel}`;
+        for (const denseForm of DENSE_FORMS) {
+          const label = `seed ${sh.seed}, b ${sh.b}, s_q ${sh.s_q}, h_q ${sh.h_q}, ${denseForm}`;
           const plainMeta = getMlaMetadata(), meta = getMlaMetadata();
           try {
-            const plain = flashMlaWithKvcache({ ...c, schedMeta: plainMeta, kernel, mergeSplitPairs: false });
+            const plain = decodeWithOverrides({ ...c, schedMeta: plainMeta }, { denseForm, mergeSplitPairs: false });
             const po = plain.out.toHost().host as Uint16Array, pl = plain.lse.toHost().host as Float32Array;
             plain.out.dispose(); plain.lse.dispose();
             const counts: number[] = [];
             for (let round = 0; round < 3; round++) {
-              const merged = flashMlaWithKvcache({ ...c, schedMeta: meta, kernel });
+              const merged = decodeWithOverrides({ ...c, schedMeta: meta }, { denseForm });
               Device.get().synchronize();
               if (round === 0) {
-                const ns = meta.numSplits!.toHost().host as Int32Array;
+                const ns = denseWorkspace(meta).numSplits.toHost().host as Int32Array;
                 for (let i = 0; i < sh.b; i++) counts.push(ns[i + 1] - ns[i]);
                 assert.ok(counts.includes(2), `${label}: the schedule has pairs`);
               }
@@ -346,7 +357,7 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
               assert.deepEqual(merged.lse.toHost().host, pl, `${label}, round ${round}: lse differs from the combine's`);
               merged.out.dispose(); merged.lse.dispose();
             }
-            const flags = meta.mergeFlags!.toHost().host as Int32Array;
+            const flags = denseWorkspace(meta).mergeFlags.toHost().host as Int32Array;
             assert.equal(flags.findIndex((f) => f !== 0), -1, `${label}: every merge flag back to 0`);
           } finally {
             plainMeta.dispose(); meta.dispose();
@@ -363,7 +374,7 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
     assert.ok(host.seqlens.some((_, i) => twin[i + 1] - twin[i] === 2), "the one-head shape has pairs");
     const small = uploadDenseCase(host);
     try {
-      for (const kernel of ["seesaw", "seesaw_fast", "seesaw_pipe"] as const) checkAgainstCpu(small, `pairs merged, ${kernel}`, DENSE_OUT_TOL, kernel);
+      for (const denseForm of DENSE_FORMS) checkAgainstCpu(small, `pairs merged, ${denseForm}`, DENSE_OUT_TOL, { denseForm });
     } finally {
       small.dispose();
     }
@@ -408,5 +419,73 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
       for (const o of others) o.dispose();
       c.dispose();
     }
+  });
+  // pipe against fast and the reference where their loops differ: a request boundary inside a CTA's piece
+  // (the next request's Q), a piece of one pair, an odd block count, a partial last block (its V rows
+  // zeroed while the other warpgroup's next Q·Kᵀ may run), empty requests. pipe's W1 sums its Q·Kᵀ tiles
+  // in another order than fast's and the exponent is one fma, so the two agree within the tolerance, not
+  // bit for bit.
+  test("pipe matches the CPU reference on many short requests per CTA (request boundaries, one-pair pieces, odd and partial blocks, empty requests)", () => {
+    const rng = new Rng(4242);
+    for (let i = 0; i < 24; i++) {
+      const h_kv = [1, 1, 2][rng.int(0, 3)];
+      const h_q = h_kv * [1, 16, 64, 128 / h_kv][rng.int(0, 4)];
+      const b = rng.int(1, 40), s_q = rng.int(1, 3);
+      const lens = Array.from({ length: b }, () => [0, 1, rng.int(2, 64), 64, 128, rng.int(65, 400), rng.int(400, 1500)][rng.int(0, 7)]);
+      const dtype = i % 4 === 3 ? "fp16" : "bf16";
+      const host = makeDenseCase({ seed: 9400 + i, b, s_q, h_q, h_kv, seqlens: lens, causal: rng.uniform() < 0.5, dtype, extraBlocks: 1 });
+      const c = uploadDenseCase(host);
+      const label = `#${i} b=${b} s_q=${s_q} h_q=${h_q} h_kv=${h_kv} ${dtype} lens=${lens.join(",")}`;
+      const r = run(c, undefined, { denseForm: "pipe" });
+      try {
+        const ref = mlaDecodeReference(host);
+        assertClose(halfToF32(r.out), ref.outF32, DENSE_OUT_TOL, { shape: [b, s_q, h_q, 512], name: `pipe out (${label})`, roundReferenceTo: dtype });
+        assertClose(r.lse.toHost().host as Float32Array, ref.lse.host as Float32Array, DENSE_LSE_TOL, { shape: [b, h_q, s_q], name: `pipe lse (${label})` });
+      } finally {
+        r.out.dispose(); r.lse.dispose(); r.meta.dispose();
+        c.dispose();
+      }
+    }
+  });
+
+  test("pipe agrees with fast on long requests (many pairs per piece, splits) within the dense tolerance", () => {
+    const specs = [
+      { b: 1, s_q: 1, h_q: 128, h_kv: 1, mean: 32768, dtype: "bf16" },
+      { b: 16, s_q: 2, h_q: 128, h_kv: 1, mean: 4000, dtype: "bf16" },
+      { b: 7, s_q: 1, h_q: 64, h_kv: 1, mean: 2500, dtype: "fp16" },
+      { b: 64, s_q: 1, h_q: 16, h_kv: 1, mean: 1500, dtype: "bf16" },
+    ] as const;
+    for (const [i, spec] of specs.entries()) {
+      const c = makeDenseCaseGpu({ seed: 9500 + i, b: spec.b, s_q: spec.s_q, h_q: spec.h_q, h_kv: spec.h_kv, seqlens: { mean: spec.mean, varlen: spec.b > 1, zeroFraction: spec.b > 1 ? 0.1 : 0 }, causal: true, dtype: spec.dtype });
+      const a = run(c, undefined, { denseForm: "fast" });
+      const f = run(c, undefined, { denseForm: "pipe" });
+      try {
+        const name = JSON.stringify(spec);
+        assertClose(halfToF32(f.out), halfToF32(a.out), DENSE_OUT_TOL, { shape: [spec.b, spec.s_q, spec.h_q, 512], name: `pipe vs fast out ${name}` });
+        assertClose(f.lse.toHost().host as Float32Array, a.lse.toHost().host as Float32Array, DENSE_LSE_TOL, { name: `pipe vs fast lse ${name}` });
+      } finally {
+        for (const r of [a, f]) { r.out.dispose(); r.lse.dispose(); r.meta.dispose(); }
+        c.dispose();
+      }
+    }
+  });
+
+  test("pipe and fast, each forced, pass FlashMLA's dense grid and corner cases (every 12th grid case and all corner cases)", () => {
+    const cases = checkGrid("flashmla").filter((c, i) => i % 12 === 0 || c.zeroFraction > 0);
+    const stream = Stream.create();
+    const failures: string[] = [];
+    try {
+      for (const denseForm of DENSE_FORMS) {
+        cases.forEach((spec, i) => {
+          const r = runCheckCase(spec, { stream, seed: 21000 + i, overrides: { denseForm } });
+          if (!r.ok) failures.push(`${spec.name} ${denseForm} (seed ${21000 + i}): ${r.error ?? r.check?.message}`);
+        });
+      }
+    } finally {
+      stream.dispose();
+    }
+    console.log(`# pipe and fast on FlashMLA's dense grid: ${cases.length} cases each, ${failures.length} failed`);
+    assert.ok(cases.length > 200, `expected the quick grid (about 220 cases), got ${cases.length}`);
+    assert.deepEqual(failures, [], failures.slice(0, 5).join("\n"));
   });
 });

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { quantizeKvCacheFp8, writeKvCacheFp8 } from "../../../src/mla/kvCacheFp8Gpu.js";
+import { quantizeKvCacheFp8, writeKvCacheFp8 } from "../../../src/mla/kvCache/writeKvCacheFp8.js";
 import { quantizeKvTokenV32 } from "../../../src/numeric/kvCacheFp8.js";
 import { bf16BitsToF32, f32ToBf16Bits } from "../../../src/numeric/bf16.js";
 import { Rng, randomBf16 } from "../../../src/numeric/random.js";

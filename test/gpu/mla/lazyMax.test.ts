@@ -1,26 +1,25 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mlaDecodeReference } from "../../../src/mla/mlaDecodeReference.js";
-import type { DenseKernelName } from "../../../src/mla/flashMlaWithKvcache.js";
+import { mlaDecodeReference } from "../../../src/mla/reference/mlaDecodeReference.js";
+import { DENSE_FORMS } from "../../../src/mla/dense/chooseDenseKernel.js";
 import { bf16ArrayToF32, f32ArrayToBf16 } from "../../../src/numeric/bf16.js";
 import { f32ArrayToFp16, fp16ArrayToF32 } from "../../../src/numeric/fp16.js";
 import { assertClose, DENSE_LSE_TOL, DENSE_OUT_TOL } from "../../../src/numeric/compare.js";
 import { Rng } from "../../../src/numeric/random.js";
 import type { Tensor } from "../../../src/runtime/Tensor.js";
 import { describeGpu } from "../../helpers/gpu.js";
-import { makeDenseCase } from "../../helpers/makeDecodeCase.js";
-import { runDenseKernel, uploadDenseCase } from "../../helpers/gpuDecodeCase.js";
+import { makeDenseCase } from "../../../src/testing/denseCase.js";
+import { decodeDenseCase, uploadDenseCase } from "../../../src/testing/gpuDenseCase.js";
 
-// The dense seesaw kernels keep a lazy running max (MLA_PIPE_LAZY_MAX, MLA_FAST_LAZY_MAX: a row's max moves
-// only when a block's row max exceeds it by more than τ = 8 log2 units, so P may reach 2^8). Random inputs
+// The dense kernels keep a lazy running max (a row's max moves only when a block's row max exceeds it by
+// more than τ = 8 log2 units, so P may reach 2^8). Random inputs
 // never move the max by that much after the first block, so this case makes them: the rows must see both
 // paths (a rescale mid-sequence, and a smaller rise that is kept), at both output types.
 
-const KERNELS: DenseKernelName[] = ["seesaw_pipe", "seesaw_fast", "seesaw"];
 
 describeGpu("dense lazy running max", () => {
   for (const dtype of ["bf16", "fp16"] as const) {
-    test(`${KERNELS.join(", ")} match the CPU reference when block maxima jump up and down (${dtype})`, () => {
+    test(`${DENSE_FORMS.join(" and ")} match the CPU reference when block maxima jump up and down (${dtype})`, () => {
       // The RoPE dims (not part of V, so the outputs keep their usual size) of q ×30 and of each key block
       // ×e^U(0,5): block maxima from ~0.4 to ~50 log2 units.
       const rng = new Rng(4343);
@@ -61,12 +60,12 @@ describeGpu("dense lazy running max", () => {
       const c = uploadDenseCase(host);
       const toF32 = (t: Tensor) => toF(t.toHost().host as Uint16Array);
       try {
-        for (const kernel of KERNELS) {
-          const r = runDenseKernel(c, kernel);
+        for (const denseForm of DENSE_FORMS) {
+          const r = decodeDenseCase(c, { denseForm });
           try {
             const shape = [seqlens.length, 2, 128, 512];
-            assertClose(toF32(r.out), ref.outF32, DENSE_OUT_TOL, { shape, name: `${kernel} out, jumping maxima (${dtype})`, roundReferenceTo: dtype });
-            assertClose(r.lse.toHost().host as Float32Array, ref.lse.host as Float32Array, DENSE_LSE_TOL, { name: `${kernel} lse, jumping maxima (${dtype})` });
+            assertClose(toF32(r.out), ref.outF32, DENSE_OUT_TOL, { shape, name: `${denseForm} out, jumping maxima (${dtype})`, roundReferenceTo: dtype });
+            assertClose(r.lse.toHost().host as Float32Array, ref.lse.host as Float32Array, DENSE_LSE_TOL, { name: `${denseForm} lse, jumping maxima (${dtype})` });
           } finally {
             r.out.dispose(); r.lse.dispose(); r.meta.dispose();
           }

@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { decodeKernels } from "../../../src/mla/decodeKernels.js";
+import { loadKernel } from "../../../src/mla/contract/kernelRegistry.js";
 import { f32ToBf16Bits } from "../../../src/numeric/bf16.js";
 import { fp8E4m3ToF32 } from "../../../src/numeric/fp8e4m3.js";
 import { Tensor } from "../../../src/runtime/Tensor.js";
@@ -19,7 +19,8 @@ describeGpu("sparse kernels' FP8 dequantization on the GPU", () => {
     const scales = Tensor.toDevice(Tensor.fromHost(Float32Array.from(SCALES), [SCALES.length], "f32"));
     const out = Tensor.emptyDevice([codes.length], "bf16");
     try {
-      decodeKernels(0).sparseDequantSelftest.launch({ grid: Math.ceil(chunks / 128), block: 128 }, [
+      const selftest = loadKernel(0, "dequant_selftest");
+      selftest.kernel.launch({ grid: Math.ceil(chunks / selftest.row.threads), block: selftest.row.threads }, [
         { kind: "ptr", value: raw.ptr }, { kind: "ptr", value: scales.ptr }, { kind: "ptr", value: out.ptr }, { kind: "i32", value: chunks },
       ]);
       const got = out.toHost().host as Uint16Array;

@@ -1,30 +1,30 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { BENCH_KERNELS, benchKernelUnsupported, type BenchKernel } from "../../../src/bench/benchKernels.js";
-import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
-import { mlaDecodeReference } from "../../../src/mla/mlaDecodeReference.js";
-import { BLOCK_N, computeSchedule, decodePart, numKvBlocks, numSmPartsSparse, sparseScheduleLengths } from "../../../src/mla/schedule.js";
+import { decodeWithOverrides } from "../../../src/mla/flashMlaWithKvcache.js";
+import { chooseSparseKernel, planFitsHeads, SPARSE_PLANS, type SparsePlan } from "../../../src/mla/sparse/chooseSparseKernel.js";
+import { getMlaMetadata } from "../../../src/mla/sched/MlaSchedMeta.js";
+import { mlaDecodeReference } from "../../../src/mla/reference/mlaDecodeReference.js";
+import { computeSchedule, decodePart, numKvBlocks, numSmPartsSparse, sparseScheduleLengths } from "../../../src/mla/sched/schedule.js";
 import { bf16ArrayToF32, bf16BitsToF32, f64ToBf16Bits } from "../../../src/numeric/bf16.js";
 import { assertClose, SPARSE_LSE_TOL, SPARSE_OUT_TOL } from "../../../src/numeric/compare.js";
 import { D_NOPE, D_QK, D_ROPE, FP8_TILE, FP8_TOKEN_BYTES, dequantizeKvTokenV32 } from "../../../src/numeric/kvCacheFp8.js";
 import { Rng } from "../../../src/numeric/random.js";
 import { Tensor } from "../../../src/runtime/Tensor.js";
 import { describeGpu } from "../../helpers/gpu.js";
-import { makeSparseCase, type SparseCase } from "../../helpers/makeDecodeCase.js";
+import { BLOCK_N } from "../../../src/mla/contract/shape.js";
+import { makeSparseCase, type SparseCase } from "../../../src/testing/sparseCase.js";
 
-// The sparse consumers keep a lazy running max (MLA_SPARSE_LAZY_MAX, kernels/mla_decode/sparse_decode_sm90.cu):
-// a row's max moves only when a block's row max (64 consecutive index entries) exceeds it by more than
+// The sparse consumers keep a lazy running max: a row's max moves only when a block's row max (64 consecutive index entries) exceeds it by more than
 // τ = 8 log2 units, so P may reach 2^8. Random inputs never move the max by that much after the first block,
 // so this case makes them, as test/gpu/mla/lazyMax.test.ts does for the dense kernels: the RoPE dims (not
 // part of V, and stored as raw bf16 in the V32 cache, so the FP8 latent bytes stay as quantized) of q are
 // scaled up, and those of each index block's tokens by their own factor e^U(0,5). The rows must see both
 // paths (a rescale mid-piece, and a smaller rise that is kept) in the pieces of the index lists the SM
-// parts actually run, at h_q = 128 (crossover and plain kernels) and h_q = 16 (plain kernels, masked rows).
-// Passed on the H200 with every sparse kernel (ninth session, kernels at 3f9f78f).
+// parts actually run, at h_q = 128 (h128x and m64) and h_q = 16 (h16x, and m64 with rows masked).
 
-/** τ of MLA_SPARSE_LAZY_MAX (default 8), log2 units. */
+/** τ of the lazy running max, log2 units. */
 const TAU = 8;
-/** The kernels' initial running max (kernels/mla_decode/decode_common.cuh M_INIT). */
+/** The kernels' initial running max (M_INIT). */
 const M_INIT = -1e30;
 const S_Q = 2;
 /**
@@ -230,9 +230,9 @@ function countRises(jc: JumpingCase, o: JumpingCaseOptions, heads: readonly numb
   return { ...tally, wholeJumps: whole.jumps, wholeSmall: whole.small, parts };
 }
 
-/** Every sparse implementation `flashmla bench` knows (the API default "sparse" included) that runs h_q heads. */
-function sparseKernelsFor(h_q: number): BenchKernel[] {
-  return Object.values(BENCH_KERNELS).filter((k) => k.kinds.includes("sparse") && benchKernelUnsupported(k, { kind: "sparse", h_q }) === undefined);
+/** Every sparse plan that runs h_q heads (the API's among them). */
+function sparsePlansFor(h_q: number): SparsePlan[] {
+  return SPARSE_PLANS.filter((p) => planFitsHeads(p, h_q));
 }
 
 const CASES: JumpingCaseOptions[] = [
@@ -244,9 +244,9 @@ const CASES: JumpingCaseOptions[] = [
 
 describeGpu("sparse lazy running max", (device) => {
   for (const o of CASES) {
-    const kernels = sparseKernelsFor(o.h_q);
-    test(`${kernels.map((k) => k.name).join(", ")} match the CPU reference when block maxima jump up and down (h_q ${o.h_q})`, (t) => {
-      assert.ok(kernels.some((k) => k.name === "sparse"), "the API default is among the kernels");
+    const plans = sparsePlansFor(o.h_q);
+    test(`${plans.join(", ")} match the CPU reference when block maxima jump up and down (h_q ${o.h_q})`, (t) => {
+      assert.ok(plans.includes(chooseSparseKernel(o.h_q)), "the API's plan is among them");
       const jc = makeJumpingCase(o);
       checkJumpingCase(jc, o);
       const { c } = jc;
@@ -258,14 +258,14 @@ describeGpu("sparse lazy running max", (device) => {
       const ref = mlaDecodeReference({ ...c });
       const dev = { q: Tensor.toDevice(c.q, device.ordinal), kCache: Tensor.toDevice(c.kCache, device.ordinal), indices: Tensor.toDevice(c.indices, device.ordinal) };
       try {
-        for (const kernel of kernels) {
+        for (const sparsePlan of plans) {
           const meta = getMlaMetadata();
           try {
-            const r = kernel.run({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale, schedMeta: meta });
+            const r = decodeWithOverrides({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale, schedMeta: meta }, { sparsePlan });
             try {
               const got = bf16ArrayToF32(r.out.toHost().host as Uint16Array);
-              assertClose(got, ref.outF32, SPARSE_OUT_TOL, { shape: [o.b, S_Q, o.h_q, 512], name: `${kernel.name} out, jumping maxima (h_q ${o.h_q})`, roundReferenceTo: "bf16" });
-              assertClose(r.lse.toHost().host as Float32Array, ref.lse.host as Float32Array, SPARSE_LSE_TOL, { shape: [o.b, o.h_q, S_Q], name: `${kernel.name} lse, jumping maxima (h_q ${o.h_q})` });
+              assertClose(got, ref.outF32, SPARSE_OUT_TOL, { shape: [o.b, S_Q, o.h_q, 512], name: `${sparsePlan} out, jumping maxima (h_q ${o.h_q})`, roundReferenceTo: "bf16" });
+              assertClose(r.lse.toHost().host as Float32Array, ref.lse.host as Float32Array, SPARSE_LSE_TOL, { shape: [o.b, o.h_q, S_Q], name: `${sparsePlan} lse, jumping maxima (h_q ${o.h_q})` });
             } finally {
               r.out.dispose();
               r.lse.dispose();

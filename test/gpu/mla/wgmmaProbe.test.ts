@@ -2,6 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { bf16ArrayToF32, f32ArrayToBf16 } from "../../../src/numeric/bf16.js";
 import { assertClose } from "../../../src/numeric/compare.js";
+import { D_QK, D_V } from "../../../src/mla/contract/shape.js";
 import { Rng } from "../../../src/numeric/random.js";
 import { Module } from "../../../src/runtime/Module.js";
 import { Tensor } from "../../../src/runtime/Tensor.js";
@@ -11,7 +12,7 @@ import { describeGpu } from "../../helpers/gpu.js";
 // wgmma m64n16k16 with the K tiles as A (Sᵀ = K·Qᵀ), a Pᵀ tile stored with stmatrix .trans, and wgmma
 // m64n16k16 reading the same K tiles transposed as A (Oᵀ = Vᵀ·Pᵀ). Each against float64 on the host.
 
-const TOKENS = 64, HEADS = 16, D_QK = 576, D_V = 512;
+const TOKENS = 64, HEADS = 16;
 // sizeof(ProbeSmem) (three 1024-B aligned arrays: 73,728 + 18,432 + 2,048 B) + 1024 for the alignment.
 const SMEM_BYTES = 73728 + 18432 + 2048 + 1024;
 

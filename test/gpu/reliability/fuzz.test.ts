@@ -1,8 +1,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { DENSE_KERNELS, flashMlaWithKvcache, type DenseKernelName } from "../../../src/mla/flashMlaWithKvcache.js";
-import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
-import { mlaDecodeReference, type MlaDecodeReferenceArgs, type ReferenceRow } from "../../../src/mla/mlaDecodeReference.js";
+import { DENSE_FORMS, type DenseForm } from "../../../src/mla/dense/chooseDenseKernel.js";
+import { decodeWithOverrides } from "../../../src/mla/flashMlaWithKvcache.js";
+import { getMlaMetadata } from "../../../src/mla/sched/MlaSchedMeta.js";
+import { mlaDecodeReference, type MlaDecodeReferenceArgs, type ReferenceRow } from "../../../src/mla/reference/mlaDecodeReference.js";
 import { bf16ArrayToF32 } from "../../../src/numeric/bf16.js";
 import { DENSE_LSE_TOL, DENSE_OUT_TOL } from "../../../src/numeric/compare.js";
 import { fp16ArrayToF32 } from "../../../src/numeric/fp16.js";
@@ -12,7 +13,8 @@ import { Tensor } from "../../../src/runtime/Tensor.js";
 import { assertDecodeClose } from "../../helpers/compareDecode.js";
 import { describeGpu } from "../../helpers/gpu.js";
 import { padded, uploadStorage } from "../../helpers/strided.js";
-import { makeDenseCase, NAN_HALF_BITS, UNUSED_BLOCK_ID } from "../../helpers/makeDecodeCase.js";
+import { DENSE_PAGE_BLOCK_SIZE, D_QK, D_V } from "../../../src/mla/contract/shape.js";
+import { makeDenseCase, NAN_HALF_BITS, UNUSED_BLOCK_ID } from "../../../src/testing/denseCase.js";
 
 // Seeded random dense decode configurations against the float64 CPU reference: shapes, head pairs,
 // lengths (0, 1, around multiples of 64, long), causal masks shorter than s_q, fp16/bf16, every dense
@@ -28,8 +30,6 @@ const FIRST_SEED = 700_000;
 const MAX_TOKEN_HEADS = 12_000;
 /** Multiply-adds the float64 reference may spend per case before it samples rows. */
 const REFERENCE_BUDGET = 60e6;
-const D_QK = 576;
-const D_V = 512;
 
 /** One fuzz configuration, fully determined by its seed. */
 interface FuzzCase {
@@ -41,7 +41,8 @@ interface FuzzCase {
   lens: number[];
   causal: boolean;
   dtype: "bf16" | "fp16";
-  kernel: DenseKernelName;
+  /** A forced form, or undefined for the API's choice. */
+  denseForm: DenseForm | undefined;
   softmaxScale: number | undefined;
   extraBlocks: number;
   /** Table columns beyond the longest request, all poison. */
@@ -53,7 +54,6 @@ interface FuzzCase {
   useStream: boolean;
   preallocate: boolean;
 }
-
 
 function drawLength(rng: Rng): number {
   const u = rng.uniform();
@@ -80,7 +80,7 @@ function drawCase(seed: number): FuzzCase {
     seed, b, s_q, h_q, h_kv, lens,
     causal: rng.uniform() < 0.5,
     dtype: rng.uniform() < 0.25 ? "fp16" : "bf16",
-    kernel: rng.uniform() < 0.5 ? "seesaw" : rng.pick(DENSE_KERNELS),
+    denseForm: rng.uniform() < 0.5 ? undefined : rng.pick(DENSE_FORMS),
     softmaxScale: rng.uniform() < 0.2 ? rng.pick([0.01, 0.2]) : undefined,
     extraBlocks: rng.int(0, 4),
     extraColumns: rng.int(0, 3),
@@ -93,7 +93,7 @@ function drawCase(seed: number): FuzzCase {
 
 function describeCase(f: FuzzCase): string {
   const lens = f.lens.length > 8 ? `${f.lens.slice(0, 8).join(",")},… (${f.lens.length})` : f.lens.join(",");
-  return `b=${f.b} s_q=${f.s_q} h_q=${f.h_q} h_kv=${f.h_kv} lens=${lens} causal=${f.causal} ${f.dtype} kernel=${f.kernel}` +
+  return `b=${f.b} s_q=${f.s_q} h_q=${f.h_q} h_kv=${f.h_kv} lens=${lens} causal=${f.causal} ${f.dtype} form=${f.denseForm ?? "API"}` +
     `${f.softmaxScale ? ` scale=${f.softmaxScale}` : ""} extraBlocks=${f.extraBlocks} extraColumns=${f.extraColumns} qPad=${f.qPad} blockPad=${f.blockPad}` +
     `${f.useStream ? " stream" : ""}${f.preallocate ? " preallocated" : ""}`;
 }
@@ -119,7 +119,7 @@ function build(f: FuzzCase): Built {
   }
   const [b, s_q, h_q] = c.q.shape;
   const q = f.qPad === 0 ? c.q : padded(c.q, D_QK, f.qPad, [s_q * h_q * (D_QK + f.qPad), h_q * (D_QK + f.qPad), D_QK + f.qPad, 1], NAN_HALF_BITS);
-  const blockElems = 64 * f.h_kv * D_QK;
+  const blockElems = DENSE_PAGE_BLOCK_SIZE * f.h_kv * D_QK;
   const padElems = f.blockPad * f.h_kv * D_QK;
   const kCache = f.blockPad === 0 ? c.kCache : padded(c.kCache, blockElems, padElems, [blockElems + padElems, f.h_kv * D_QK, D_QK, 1], NAN_HALF_BITS);
   const host: MlaDecodeReferenceArgs = {
@@ -158,7 +158,7 @@ function runCase(f: FuzzCase, stream: Stream): boolean {
       outs.push((pre.out = Tensor.emptyDevice([f.b, f.s_q, f.h_q, D_V], f.dtype)));
       outs.push((pre.lse = Tensor.emptyDevice([f.b, f.h_q, f.s_q], "f32")));
     }
-    const { out, lse } = flashMlaWithKvcache({ ...built.gpu, headDimV: 512, schedMeta: meta, causal: f.causal, softmaxScale: f.softmaxScale, kernel: f.kernel, stream: s, ...pre });
+    const { out, lse } = decodeWithOverrides({ ...built.gpu, headDimV: D_V, schedMeta: meta, causal: f.causal, softmaxScale: f.softmaxScale, stream: s, ...pre }, { denseForm: f.denseForm });
     if (!pre.out) outs.push(out, lse);
     const bits = out.toHost(s).host as Uint16Array;
     const gotOut = f.dtype === "fp16" ? fp16ArrayToF32(bits) : bf16ArrayToF32(bits);
@@ -188,7 +188,8 @@ describeGpu("fuzz: seeded random dense decode configurations against the CPU ref
     try {
       for (const seed of seeds) {
         const f = drawCase(seed);
-        kernels.set(f.kernel, (kernels.get(f.kernel) ?? 0) + 1);
+        const form = f.denseForm ?? "API";
+        kernels.set(form, (kernels.get(form) ?? 0) + 1);
         try {
           if (runCase(f, stream)) sampled++;
         } catch (e) {
@@ -198,7 +199,7 @@ describeGpu("fuzz: seeded random dense decode configurations against the CPU ref
     } finally {
       stream.dispose();
     }
-    t.diagnostic(`${seeds.length} cases (${sampled} on sampled rows), kernels ${[...kernels].map(([k, n]) => `${k} ${n}`).join(", ")}, ${((Date.now() - t0) / 1000).toFixed(1)} s, ${failures.length} failed`);
+    t.diagnostic(`${seeds.length} cases (${sampled} on sampled rows), forms ${[...kernels].map(([k, n]) => `${k} ${n}`).join(", ")}, ${((Date.now() - t0) / 1000).toFixed(1)} s, ${failures.length} failed`);
     assert.equal(failures.length, 0, `${failures.length} of ${seeds.length} fuzz cases failed:\n${failures.slice(0, 10).join("\n")}`);
   });
 });

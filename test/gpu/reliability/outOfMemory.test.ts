@@ -2,10 +2,10 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { CudaError } from "../../../src/errors/CudaError.js";
 import { flashMlaWithKvcache } from "../../../src/mla/flashMlaWithKvcache.js";
-import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
+import { getMlaMetadata } from "../../../src/mla/sched/MlaSchedMeta.js";
 import { DeviceBuffer } from "../../../src/runtime/DeviceBuffer.js";
 import { describeGpu } from "../../helpers/gpu.js";
-import { makeDenseCaseGpu } from "../../helpers/gpuDecodeCase.js";
+import { makeDenseCaseGpu } from "../../../src/testing/gpuDenseCase.js";
 
 // Out of device memory in the middle of a decode call: the call throws CUDA_ERROR_OUT_OF_MEMORY, frees
 // whatever it had allocated (a server retries such calls; each retry must not leak), and the same
@@ -36,7 +36,7 @@ describeGpu("out of device memory during a decode call", (device) => {
             return true;
           });
           assert.equal(meta.initialized, false, "the metadata stays unfilled");
-          assert.equal(meta.oAccum, undefined, "and holds no half-allocated workspace");
+          assert.equal(meta.workspace, undefined, "and holds no half-allocated workspace");
         }
       } finally {
         filler.dispose();

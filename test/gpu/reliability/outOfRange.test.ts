@@ -1,9 +1,11 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { DENSE_KERNELS, flashMlaWithKvcache, type DenseKernelName } from "../../../src/mla/flashMlaWithKvcache.js";
-import { writeKvCacheFp8 } from "../../../src/mla/kvCacheFp8Gpu.js";
-import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
-import { mlaDecodeReference, type MlaDecodeReferenceArgs, type MlaDecodeReferenceResult } from "../../../src/mla/mlaDecodeReference.js";
+import { D_QK, D_V } from "../../../src/mla/contract/shape.js";
+import { DENSE_FORMS, type DenseForm } from "../../../src/mla/dense/chooseDenseKernel.js";
+import { decodeWithOverrides } from "../../../src/mla/flashMlaWithKvcache.js";
+import { writeKvCacheFp8 } from "../../../src/mla/kvCache/writeKvCacheFp8.js";
+import { getMlaMetadata } from "../../../src/mla/sched/MlaSchedMeta.js";
+import { mlaDecodeReference, type MlaDecodeReferenceArgs, type MlaDecodeReferenceResult } from "../../../src/mla/reference/mlaDecodeReference.js";
 import { bf16ArrayToF32 } from "../../../src/numeric/bf16.js";
 import { assertClose, DENSE_LSE_TOL, DENSE_OUT_TOL } from "../../../src/numeric/compare.js";
 import { fp16ArrayToF32 } from "../../../src/numeric/fp16.js";
@@ -12,16 +14,13 @@ import { randomBf16, Rng } from "../../../src/numeric/random.js";
 import { DeviceBuffer } from "../../../src/runtime/DeviceBuffer.js";
 import { Tensor } from "../../../src/runtime/Tensor.js";
 import { describeGpu } from "../../helpers/gpu.js";
-import { makeDenseCase, NAN_HALF_BITS, type DenseCase } from "../../helpers/makeDecodeCase.js";
+import { makeDenseCase, NAN_HALF_BITS, type DenseCase } from "../../../src/testing/denseCase.js";
 
 // Out-of-range and non-finite data on the GPU (docs/reliability.md): block ids past the cache or
 // negative, lengths past the block table, negative lengths, NaN in q or the cache, FP8 writer slots
 // outside the cache. The host cannot see these values (they live on the GPU), so the kernels must
 // stay inside every buffer and give the documented result; a crash would also poison every later
 // test of the process (a sticky CUDA error), which the last test checks for.
-
-const D_QK = 576;
-const D_V = 512;
 
 interface Run {
   out: Float32Array;
@@ -30,15 +29,15 @@ interface Run {
   error?: string;
 }
 
-/** Uploads host tensors, runs one decode with `kernel`, and returns out (as f32) and lse on the host. */
-function runOnGpu(args: MlaDecodeReferenceArgs, kernel: DenseKernelName = "seesaw"): Run {
+/** Uploads host tensors, runs one decode with `denseForm` (the API's choice without it), and returns out (as f32) and lse on the host. */
+function runOnGpu(args: MlaDecodeReferenceArgs, denseForm?: DenseForm): Run {
   const q = Tensor.toDevice(args.q);
   const kCache = Tensor.toDevice(args.kCache);
   const blockTable = Tensor.toDevice(args.blockTable!);
   const cacheSeqlens = Tensor.toDevice(args.cacheSeqlens!);
   const meta = getMlaMetadata();
   try {
-    const { out, lse } = flashMlaWithKvcache({ q, kCache, blockTable, cacheSeqlens, headDimV: 512, schedMeta: meta, causal: args.causal, softmaxScale: args.softmaxScale, kernel });
+    const { out, lse } = decodeWithOverrides({ q, kCache, blockTable, cacheSeqlens, headDimV: D_V, schedMeta: meta, causal: args.causal, softmaxScale: args.softmaxScale }, { denseForm });
     try {
       const bits = out.toHost().host as Uint16Array;
       let error: string | undefined;
@@ -101,11 +100,11 @@ describeGpu("out-of-range and non-finite data on the GPU", () => {
     for (const bad of [num_blocks, num_blocks + 1, 2 ** 31 - 1, -1, -(2 ** 31)]) {
       const gpuTable = Int32Array.from(c.blockTable.host as Int32Array);
       for (const [i, k] of hits) gpuTable[i * maxBlocks + k] = bad;
-      for (const kernel of DENSE_KERNELS) {
-        const got = runOnGpu({ ...c, blockTable: table(gpuTable, c.blockTable.shape) }, kernel);
-        expectReference(got, model, `${kernel}, block id ${bad}`, refs);
+      for (const form of DENSE_FORMS) {
+        const got = runOnGpu({ ...c, blockTable: table(gpuTable, c.blockTable.shape) }, form);
+        expectReference(got, model, `${form}, block id ${bad}`, refs);
         // Which of the two bad entries a CTA reaches first is a race; the record names one of them.
-        assert.match(got.error ?? "no error", new RegExp(`argument 'blockTable': expected block ids in \\[0, num_blocks = ${num_blocks}\\).*got blockTable\\[(0\\]\\[1|2\\]\\[1)\\] = ${bad}$`), `${kernel}, block id ${bad}: reported`);
+        assert.match(got.error ?? "no error", new RegExp(`argument 'blockTable': expected block ids in \\[0, num_blocks = ${num_blocks}\\).*got blockTable\\[(0\\]\\[1|2\\]\\[1)\\] = ${bad}$`), `${form}, block id ${bad}: reported`);
       }
     }
   });
@@ -118,10 +117,10 @@ describeGpu("out-of-range and non-finite data on the GPU", () => {
     // The model: request 0 empty, request 1 as given.
     const model = { ...c, cacheSeqlens: table(Int32Array.of(0, 40), [2]) };
     const refs = new Map<MlaDecodeReferenceArgs, MlaDecodeReferenceResult>();
-    for (const kernel of DENSE_KERNELS) {
-      const got = runOnGpu({ ...c, cacheSeqlens: table(lens, [2]) }, kernel);
-      expectReference(got, model, `${kernel}, length past the table`, refs);
-      assert.match(got.error ?? "no error", /argument 'cacheSeqlens': expected lengths <= 64 · max_blocks_per_seq = 128 .*got cacheSeqlens\[0\] = 174$/, `${kernel}: reported`);
+    for (const form of DENSE_FORMS) {
+      const got = runOnGpu({ ...c, cacheSeqlens: table(lens, [2]) }, form);
+      expectReference(got, model, `${form}, length past the table`, refs);
+      assert.match(got.error ?? "no error", /argument 'cacheSeqlens': expected lengths <= 64 · max_blocks_per_seq = 128 .*got cacheSeqlens\[0\] = 174$/, `${form}: reported`);
     }
   });
 
@@ -130,17 +129,17 @@ describeGpu("out-of-range and non-finite data on the GPU", () => {
       const c = makeDenseCase({ seed: 912, b: 3, s_q: 2, h_q: 8, h_kv: 1, seqlens: [0, 90, 0], causal, dtype: "bf16", extraBlocks: 1 });
       const lens = Int32Array.of(-5, 90, -1);
       const refs = new Map<MlaDecodeReferenceArgs, MlaDecodeReferenceResult>();
-      for (const kernel of DENSE_KERNELS) {
-        const got = runOnGpu({ ...c, cacheSeqlens: table(lens, [3]) }, kernel);
+      for (const form of DENSE_FORMS) {
+        const got = runOnGpu({ ...c, cacheSeqlens: table(lens, [3]) }, form);
         for (const i of [0, 2]) {
           for (let j = 0; j < 2; j++) for (let h = 0; h < 8; h++) {
-            assert.ok(outRow(got.out, 2, 8, i, j, h).every((x) => x === 0), `${kernel} causal=${causal}: out of request ${i} is 0`);
-            assert.equal(got.lse[(i * 8 + h) * 2 + j], Infinity, `${kernel} causal=${causal}: lse of request ${i}`);
+            assert.ok(outRow(got.out, 2, 8, i, j, h).every((x) => x === 0), `${form} causal=${causal}: out of request ${i} is 0`);
+            assert.equal(got.lse[(i * 8 + h) * 2 + j], Infinity, `${form} causal=${causal}: lse of request ${i}`);
           }
         }
         // The reference of the same case with lengths 0 covers every row, the valid request included.
-        expectReference(got, c, `${kernel} causal=${causal}, negative lengths`, refs);
-        assert.match(got.error ?? "no error", /argument 'cacheSeqlens': expected lengths >= 0 .*got cacheSeqlens\[0\] = -5$/, `${kernel}: the first negative length is reported`);
+        expectReference(got, c, `${form} causal=${causal}, negative lengths`, refs);
+        assert.match(got.error ?? "no error", /argument 'cacheSeqlens': expected lengths >= 0 .*got cacheSeqlens\[0\] = -5$/, `${form}: the first negative length is reported`);
       }
     }
   });
@@ -153,17 +152,17 @@ describeGpu("out-of-range and non-finite data on the GPU", () => {
     const q = Tensor.fromHost(Uint16Array.from(c.q.host as Uint16Array), c.q.shape, "bf16");
     for (const [i, j, h] of poisoned) (q.host as Uint16Array)[((i * s_q + j) * h_q + h) * D_QK + 100] = NAN_HALF_BITS;
     const ref = mlaDecodeReference(c);
-    for (const kernel of DENSE_KERNELS) {
-      const got = runOnGpu({ ...c, q }, kernel);
+    for (const form of DENSE_FORMS) {
+      const got = runOnGpu({ ...c, q }, form);
       for (let i = 0; i < 2; i++) for (let j = 0; j < s_q; j++) for (let h = 0; h < h_q; h++) {
         const row = outRow(got.out, s_q, h_q, i, j, h);
         const lse = got.lse[(i * h_q + h) * s_q + j];
         if (poisoned.some(([a, b2, c2]) => a === i && b2 === j && c2 === h)) {
-          assert.ok(row.every(Number.isNaN), `${kernel}: row ${i},${j},${h} is NaN in every column`);
-          assert.ok(!Number.isFinite(lse), `${kernel}: lse of row ${i},${j},${h} is not finite (got ${lse})`);
+          assert.ok(row.every(Number.isNaN), `${form}: row ${i},${j},${h} is NaN in every column`);
+          assert.ok(!Number.isFinite(lse), `${form}: lse of row ${i},${j},${h} is not finite (got ${lse})`);
         } else {
-          assertClose(row, outRow(ref.outF32, s_q, h_q, i, j, h), DENSE_OUT_TOL, { name: `${kernel}: out row ${i},${j},${h}`, roundReferenceTo: "bf16" });
-          assertClose([lse], [(ref.lse.host as Float32Array)[(i * h_q + h) * s_q + j]], DENSE_LSE_TOL, { name: `${kernel}: lse row ${i},${j},${h}` });
+          assertClose(row, outRow(ref.outF32, s_q, h_q, i, j, h), DENSE_OUT_TOL, { name: `${form}: out row ${i},${j},${h}`, roundReferenceTo: "bf16" });
+          assertClose([lse], [(ref.lse.host as Float32Array)[(i * h_q + h) * s_q + j]], DENSE_LSE_TOL, { name: `${form}: lse row ${i},${j},${h}` });
         }
       }
     }
@@ -180,14 +179,14 @@ describeGpu("out-of-range and non-finite data on the GPU", () => {
     (kCache.host as Uint16Array)[((block * 64 + (last % 64)) * 2 + 1) * D_QK + 560] = NAN_HALF_BITS;
     assert.ok(maxBlocks >= 47);
     const ref = mlaDecodeReference(c);
-    for (const kernel of DENSE_KERNELS) {
-      const got = runOnGpu({ ...c, kCache }, kernel);
+    for (const form of DENSE_FORMS) {
+      const got = runOnGpu({ ...c, kCache }, form);
       for (let i = 0; i < 2; i++) for (let j = 0; j < 2; j++) for (let h = 0; h < 8; h++) {
         const row = outRow(got.out, 2, 8, i, j, h);
         if (i === 0 && j === 1 && h >= 4) {
-          assert.ok(row.every(Number.isNaN), `${kernel}: row ${i},${j},${h} attends to the NaN key: out NaN`);
+          assert.ok(row.every(Number.isNaN), `${form}: row ${i},${j},${h} attends to the NaN key: out NaN`);
         } else {
-          assertClose(row, outRow(ref.outF32, 2, 8, i, j, h), DENSE_OUT_TOL, { name: `${kernel}: out row ${i},${j},${h} does not attend to it`, roundReferenceTo: "bf16" });
+          assertClose(row, outRow(ref.outF32, 2, 8, i, j, h), DENSE_OUT_TOL, { name: `${form}: out row ${i},${j},${h} does not attend to it`, roundReferenceTo: "bf16" });
         }
       }
     }
@@ -201,14 +200,14 @@ describeGpu("out-of-range and non-finite data on the GPU", () => {
     const block = (c.blockTable.host as Int32Array)[1];
     (kCache.host as Uint16Array)[(block * 64 + (99 % 64)) * D_QK + 3] = NAN_HALF_BITS;
     const ref = mlaDecodeReference(c);
-    for (const kernel of DENSE_KERNELS) {
-      const got = runOnGpu({ ...c, kCache }, kernel);
+    for (const form of DENSE_FORMS) {
+      const got = runOnGpu({ ...c, kCache }, form);
       for (let h = 0; h < 4; h++) {
-        assert.ok(outRow(got.out, 2, 4, 0, 1, h).every(Number.isNaN), `${kernel}: token 1, head ${h} attends to the key: out NaN`);
+        assert.ok(outRow(got.out, 2, 4, 0, 1, h).every(Number.isNaN), `${form}: token 1, head ${h} attends to the key: out NaN`);
         const masked = Float32Array.from(outRow(got.out, 2, 4, 0, 0, h));
         const expected = Float32Array.from(outRow(ref.outF32, 2, 4, 0, 0, h));
         masked[3] = expected[3] = 0;
-        assertClose(masked, expected, DENSE_OUT_TOL, { name: `${kernel}: token 0, head ${h} (masked from the key), columns other than 3`, roundReferenceTo: "bf16" });
+        assertClose(masked, expected, DENSE_OUT_TOL, { name: `${form}: token 0, head ${h} (masked from the key), columns other than 3`, roundReferenceTo: "bf16" });
       }
     }
   });
@@ -242,10 +241,10 @@ describeGpu("out-of-range and non-finite data on the GPU", () => {
   test("after all of the above the GPU context is healthy: a clean case matches the reference", () => {
     const c = makeDenseCase({ seed: 917, b: 4, s_q: 2, h_q: 32, h_kv: 2, seqlens: { mean: 700, varlen: true }, causal: true, dtype: "fp16", extraBlocks: 2 });
     const refs = new Map<MlaDecodeReferenceArgs, MlaDecodeReferenceResult>();
-    for (const kernel of DENSE_KERNELS) {
-      const got = runOnGpu(c, kernel);
-      expectReference(got, c, `${kernel}, clean case`, refs);
-      assert.equal(got.error, undefined, `${kernel}: a valid call reports nothing`);
+    for (const form of DENSE_FORMS) {
+      const got = runOnGpu(c, form);
+      expectReference(got, c, `${form}, clean case`, refs);
+      assert.equal(got.error, undefined, `${form}: a valid call reports nothing`);
     }
   });
 });

@@ -1,18 +1,22 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readdirSync } from "node:fs";
-import { DENSE_KERNELS, flashMlaWithKvcache, type FlashMlaWithKvcacheArgs } from "../../../src/mla/flashMlaWithKvcache.js";
-import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
+import { D_V } from "../../../src/mla/contract/shape.js";
+import { DENSE_FORMS, type DenseForm } from "../../../src/mla/dense/chooseDenseKernel.js";
+import { decodeWithOverrides, flashMlaWithKvcache } from "../../../src/mla/flashMlaWithKvcache.js";
+import { getMlaMetadata } from "../../../src/mla/sched/MlaSchedMeta.js";
 import { Rng } from "../../../src/numeric/random.js";
 import { Stream } from "../../../src/runtime/Stream.js";
 import { Tensor } from "../../../src/runtime/Tensor.js";
 import { describeGpu } from "../../helpers/gpu.js";
-import { makeDenseCaseGpu, type GpuDenseCase } from "../../helpers/gpuDecodeCase.js";
-import { makeSparseCase, type DenseCaseOptions, type SparseCaseOptions } from "../../helpers/makeDecodeCase.js";
+import { makeDenseCaseGpu, type GpuDenseCase } from "../../../src/testing/gpuDenseCase.js";
+import { type DenseCaseOptions } from "../../../src/testing/denseCase.js";
+import { type FlashMlaWithKvcacheArgs } from "../../../src/mla/args.js";
+import { makeSparseCase, type SparseCaseOptions } from "../../../src/testing/sparseCase.js";
 
 // A long run as a server would make it: decode steps of 1-60 layers over randomly chosen batch shapes,
-// dense (about two steps in three) or sparse FP8 (indices given: flashMlaWithKvcache's SPARSE_DEFAULT
-// kernel), new metadata per step, outputs allocated by the call or
+// dense (about two steps in three, the API's form or one forced) or sparse FP8 (indices given: the API's
+// plan), new metadata per step, outputs allocated by the call or
 // preallocated, on the default stream or a stream. Every 500 calls a fixed dense probe case and fixed
 // sparse probe cases must give bit-identical out and lse; at the end device free memory and the
 // process's open file descriptors must be where they started.
@@ -72,7 +76,7 @@ function uploadSparseCase(opts: SparseCaseOptions): GpuSparseArgs {
         topkLength: c.topkLength && up(c.topkLength),
         attnSink: c.attnSink && up(c.attnSink),
         isFp8Kvcache: true,
-        headDimV: 512,
+        headDimV: D_V,
         softmaxScale: c.softmaxScale,
       },
       dispose: () => owned.forEach((t) => t.dispose()),
@@ -90,10 +94,11 @@ interface StepMode {
 }
 
 /**
- * One decode step of `layers` calls with `args` (dense or sparse): new metadata, then the calls, then
- * a sync and every allocation of the step freed. Returns the number of calls made.
+ * One decode step of `layers` calls with `args` (dense or sparse; `denseForm` forced, or the API's
+ * choice): new metadata, then the calls, then a sync and every allocation of the step freed. Returns the
+ * number of calls made.
  */
-function step(args: Omit<FlashMlaWithKvcacheArgs, "schedMeta">, layers: number, mode: StepMode, stream: Stream): number {
+function step(args: Omit<FlashMlaWithKvcacheArgs, "schedMeta">, layers: number, mode: StepMode, stream: Stream, denseForm?: DenseForm): number {
   const [b, s_q, h_q] = args.q.shape;
   const meta = getMlaMetadata();
   const owned: Tensor[] = [];
@@ -101,11 +106,11 @@ function step(args: Omit<FlashMlaWithKvcacheArgs, "schedMeta">, layers: number, 
   try {
     const pre: { out?: Tensor; lse?: Tensor } = {};
     if (mode.preallocate) {
-      owned.push((pre.out = Tensor.emptyDevice([b, s_q, h_q, 512], args.q.dtype)));
+      owned.push((pre.out = Tensor.emptyDevice([b, s_q, h_q, D_V], args.q.dtype)));
       owned.push((pre.lse = Tensor.emptyDevice([b, h_q, s_q], "f32")));
     }
     for (let l = 0; l < layers; l++) {
-      const r = flashMlaWithKvcache({ ...args, schedMeta: meta, stream: s, ...pre });
+      const r = decodeWithOverrides({ ...args, schedMeta: meta, stream: s, ...pre }, { denseForm });
       if (!mode.preallocate) owned.push(r.out, r.lse);
     }
     meta.checkErrors(s);  // valid data: the device-side error record must stay empty
@@ -117,7 +122,7 @@ function step(args: Omit<FlashMlaWithKvcacheArgs, "schedMeta">, layers: number, 
   return layers;
 }
 
-/** out and lse bits of a probe case (dense: default kernel), default stream. */
+/** out and lse bits of a probe case (the API's kernel), default stream. */
 function runProbe(probe: GpuDenseCase | GpuSparseArgs): { out: Uint16Array; lse: Float32Array } {
   const meta = getMlaMetadata();
   try {
@@ -155,10 +160,10 @@ describeGpu("soak: a long run of decode calls", (device) => {
       for (const opts of SPARSE_PROBES) sparseProbes.push(uploadSparseCase(opts));
       const expected = runProbe(probe);
       const expectedSparse = sparseProbes.map(runProbe);
-      // Warm-up: every shape, kernel and mode once, so modules, the TMA descriptor path and the
+      // Warm-up: every shape, form and mode once, so modules, the TMA descriptor path and the
       // driver's first-use pools are in place before the baseline is taken.
-      for (const c of pool) for (const kernel of DENSE_KERNELS) for (const preallocate of [false, true]) for (const onStream of [false, true]) {
-        step({ ...c, kernel }, 2, { stream: onStream, preallocate }, stream);
+      for (const c of pool) for (const denseForm of DENSE_FORMS) for (const preallocate of [false, true]) for (const onStream of [false, true]) {
+        step(c, 2, { stream: onStream, preallocate }, stream, denseForm);
       }
       for (const c of sparsePool) for (const preallocate of [false, true]) for (const onStream of [false, true]) {
         step(c.args, 2, { stream: onStream, preallocate }, stream);
@@ -182,9 +187,9 @@ describeGpu("soak: a long run of decode calls", (device) => {
           sparseCalls += step(c.args, layers, mode, stream);
         } else {
           const c = pool[rng.int(0, pool.length)];
-          const kernel = rng.uniform() < 0.6 ? "seesaw" : DENSE_KERNELS[rng.int(0, DENSE_KERNELS.length)];
+          const denseForm = rng.uniform() < 0.6 ? undefined : DENSE_FORMS[rng.int(0, DENSE_FORMS.length)];
           const mode = { stream: rng.uniform() < 0.5, preallocate: rng.uniform() < 0.5 };
-          denseCalls += step({ ...c, kernel }, layers, mode, stream);
+          denseCalls += step(c, layers, mode, stream, denseForm);
         }
         calls = denseCalls + sparseCalls;
         if (calls >= nextProbe || calls === CALLS) {

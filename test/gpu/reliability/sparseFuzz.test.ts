@@ -1,10 +1,12 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { drawSparseLayout } from "../../../src/bench/sparseCaseLayout.js";
+import { drawSparseLayout } from "../../../src/testing/sparseCaseLayout.js";
 import { flashMlaWithKvcache } from "../../../src/mla/flashMlaWithKvcache.js";
-import { sparseDecodeGpu } from "../../../src/mla/sparseDecodeGpu.js";
-import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
-import { mlaDecodeReference, type MlaDecodeReferenceArgs, type ReferenceRow } from "../../../src/mla/mlaDecodeReference.js";
+import { D_QK, D_V } from "../../../src/mla/contract/shape.js";
+import { decodeWithOverrides } from "../../../src/mla/flashMlaWithKvcache.js";
+import type { SparsePlan } from "../../../src/mla/sparse/chooseSparseKernel.js";
+import { getMlaMetadata } from "../../../src/mla/sched/MlaSchedMeta.js";
+import { mlaDecodeReference, type MlaDecodeReferenceArgs, type ReferenceRow } from "../../../src/mla/reference/mlaDecodeReference.js";
 import { bf16ArrayToF32 } from "../../../src/numeric/bf16.js";
 import { SPARSE_LSE_TOL, SPARSE_OUT_TOL } from "../../../src/numeric/compare.js";
 import { FP8_TOKEN_BYTES } from "../../../src/numeric/kvCacheFp8.js";
@@ -14,10 +16,11 @@ import { Tensor } from "../../../src/runtime/Tensor.js";
 import { assertDecodeClose } from "../../helpers/compareDecode.js";
 import { describeGpu } from "../../helpers/gpu.js";
 import { padded, uploadStorage } from "../../helpers/strided.js";
-import { makeSparseCase, NAN_HALF_BITS, type SparseCase } from "../../helpers/makeDecodeCase.js";
+import { NAN_HALF_BITS } from "../../../src/testing/denseCase.js";
+import { makeSparseCase, type SparseCase } from "../../../src/testing/sparseCase.js";
 
-// Seeded random sparse FP8 decode configurations, each through one of the kernels (flashMlaWithKvcache's
-// routing, or sparseDecodeGpu with either producer, with and, at h_q = 128, without crossover), against
+// Seeded random sparse FP8 decode configurations, each through flashMlaWithKvcache's plan or a forced
+// one (m64 at any head count, h128x at 128, h16x at 8 and 16), against
 // the float64 CPU reference: every native head count, topk from 1 to 2500 (tiny, around multiples of
 // 64, not multiples of 64), page blocks of 1, 2, 61, 64 and 69 tokens with padded block strides,
 // requests shorter than topk (rows padded with -1), invalid (-1), repeated and out-of-range ids
@@ -39,8 +42,6 @@ const REFERENCE_BUDGET = 80e6;
 const DEQUANT_COST = 2_000;
 /** Reference work per (row, index entry): 576 multiply-adds for the score, 512 for the output. */
 const ROW_COST = 1_152;
-const D_QK = 576;
-const D_V = 512;
 const HEAD_COUNTS = [8, 16, 32, 64, 128, 128] as const;
 const PAGE_BLOCK_SIZES = [1, 2, 61, 64, 69] as const;
 const SPECIAL_TOPKS = [1, 2, 3, 7, 63, 64, 65, 127, 128, 129, 191, 192, 193, 255, 257, 511, 512, 513, 1023, 1025, 2047, 2048, 2049, 2500] as const;
@@ -76,12 +77,11 @@ interface SparseFuzzCase {
   indicesPad: number;
   useStream: boolean;
   preallocate: boolean;
-  /** "default": flashMlaWithKvcache's routing; otherwise sparseDecodeGpu with that producer (and crossover), or the h16 consumer forced. */
+  /** "default": flashMlaWithKvcache's plan; otherwise that plan forced. */
   kernel: SparseFuzzKernel;
 }
 
-type SparseFuzzKernel = "default" | "v1" | "v2" | "v3" | "crossover_v1" | "crossover_v2" | "crossover_v3" | "h16" | "h16x";
-
+type SparseFuzzKernel = "default" | SparsePlan;
 
 function drawTopk(rng: Rng): number {
   const u = rng.uniform();
@@ -130,7 +130,7 @@ function drawCase(seed: number): SparseFuzzCase {
     useStream: rng.uniform() < 0.3,
     preallocate: rng.uniform() < 0.3,
     // Drawn last, so the other fields of a seed stay what they were before kernels were drawn.
-    kernel: rng.pick<SparseFuzzKernel>(h_q === 128 ? ["default", "v1", "v2", "v3", "crossover_v1", "crossover_v2", "crossover_v3"] : h_q <= 16 ? ["default", "v1", "v2", "v3", "h16", "h16x"] : ["default", "v1", "v2", "v3"]),
+    kernel: rng.pick<SparseFuzzKernel>(h_q === 128 ? ["default", "m64", "h128x"] : h_q <= 16 ? ["default", "m64", "h16x"] : ["default", "m64"]),
   };
 }
 
@@ -227,7 +227,7 @@ function build(f: SparseFuzzCase): Built {
     topkLength: tlRef && Tensor.fromHost(tlRef, [b], "i32"),
     attnSink: sink && Tensor.fromHost(sink, [h_q], "f32"),
     softmaxScale: f.softmaxScale === "case" ? c.softmaxScale : f.softmaxScale,
-    isFp8Kvcache: true, headDimV: 512,
+    isFp8Kvcache: true, headDimV: D_V,
   };
   const gpu: Built["gpu"] = {
     q: uploadStorage(q),
@@ -283,12 +283,8 @@ function runCase(f: SparseFuzzCase, stream: Stream): { sampled: boolean; attende
       pre.out.buffer!.memset32(((NAN_HALF_BITS << 16) | NAN_HALF_BITS) >>> 0, 0, (f.b * f.s_q * f.h_q * D_V) / 2, s);
       pre.lse.buffer!.memset32(0x7fc00000, 0, f.b * f.h_q * f.s_q, s);
     }
-    const args = { ...built.gpu, isFp8Kvcache: true, headDimV: 512, softmaxScale: built.host.softmaxScale, schedMeta: meta, stream: s, ...pre };
-    const { out, lse } = f.kernel === "default"
-      ? flashMlaWithKvcache(args)
-      : f.kernel === "h16" || f.kernel === "h16x"
-        ? sparseDecodeGpu(args, f.kernel === "h16" ? { h16: true } : { h16x: true })
-        : sparseDecodeGpu(args, { crossover: f.kernel.startsWith("crossover"), producer: f.kernel.endsWith("v1") ? "v1" : f.kernel.endsWith("v3") ? "v3" : "v2" });
+    const args = { ...built.gpu, isFp8Kvcache: true, headDimV: D_V, softmaxScale: built.host.softmaxScale, schedMeta: meta, stream: s, ...pre };
+    const { out, lse } = f.kernel === "default" ? flashMlaWithKvcache(args) : decodeWithOverrides(args, { sparsePlan: f.kernel });
     if (!pre.out) outs.push(out, lse);
     assert.equal(out.shape.join(","), [f.b, f.s_q, f.h_q, D_V].join(","), "out shape");
     const gotOut = bf16ArrayToF32(out.toHost(s).host as Uint16Array);

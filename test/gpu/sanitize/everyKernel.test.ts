@@ -1,19 +1,21 @@
 import { test } from "node:test";
-import { DENSE_KERNELS, EXPERIMENTAL_DENSE_KERNELS, flashMlaWithKvcache } from "../../../src/mla/flashMlaWithKvcache.js";
-import { getMlaMetadata } from "../../../src/mla/MlaSchedMeta.js";
-import { mlaDecodeReference } from "../../../src/mla/mlaDecodeReference.js";
-import { mlaDecodeReferenceGpu } from "../../../src/mla/mlaDecodeReferenceGpu.js";
-import { mlaSparseReferenceGpu } from "../../../src/mla/mlaSparseReferenceGpu.js";
-import { sparseDecodeGpu } from "../../../src/mla/sparseDecodeGpu.js";
-import { quantizeKvCacheFp8 } from "../../../src/mla/kvCacheFp8Gpu.js";
+import { DENSE_FORMS } from "../../../src/mla/dense/chooseDenseKernel.js";
+import { decodeWithOverrides } from "../../../src/mla/flashMlaWithKvcache.js";
+import type { SparsePlan } from "../../../src/mla/sparse/chooseSparseKernel.js";
+import { getMlaMetadata } from "../../../src/mla/sched/MlaSchedMeta.js";
+import { mlaDecodeReference } from "../../../src/mla/reference/mlaDecodeReference.js";
+import { mlaDecodeReferenceGpu } from "../../../src/mla/reference/mlaDecodeReferenceGpu.js";
+import { mlaSparseReferenceGpu } from "../../../src/mla/reference/mlaSparseReferenceGpu.js";
+import { quantizeKvCacheFp8 } from "../../../src/mla/kvCache/writeKvCacheFp8.js";
 import { bf16ArrayToF32 } from "../../../src/numeric/bf16.js";
 import { fp16ArrayToF32 } from "../../../src/numeric/fp16.js";
 import { assertClose, DENSE_LSE_TOL, DENSE_OUT_TOL, SPARSE_LSE_TOL, SPARSE_OUT_TOL } from "../../../src/numeric/compare.js";
 import { Rng, randomBf16 } from "../../../src/numeric/random.js";
 import { Tensor } from "../../../src/runtime/Tensor.js";
 import { describeGpu } from "../../helpers/gpu.js";
-import { makeDenseCase, makeSparseCase } from "../../helpers/makeDecodeCase.js";
-import { uploadDenseCase } from "../../helpers/gpuDecodeCase.js";
+import { makeDenseCase } from "../../../src/testing/denseCase.js";
+import { uploadDenseCase } from "../../../src/testing/gpuDenseCase.js";
+import { makeSparseCase } from "../../../src/testing/sparseCase.js";
 
 /**
  * Every kernel of the library once, on shapes small enough for compute-sanitizer (which slows kernels
@@ -23,19 +25,18 @@ import { uploadDenseCase } from "../../helpers/gpuDecodeCase.js";
  * crossover clusters. Each output is checked against the CPU reference, so it is a real test too.
  */
 describeGpu("every kernel on small shapes (the compute-sanitizer suite)", () => {
-  test("dense: every main kernel (the experimental ones last), bf16 and fp16, split and unsplit requests, against the CPU reference", () => {
-    // h16 takes at most 16 rows per KV head: s_q = 1 for it.
-    for (const [i, kernel] of [...DENSE_KERNELS, ...EXPERIMENTAL_DENSE_KERNELS].entries()) {
+  test("dense: both forms, bf16 and fp16, split and unsplit requests, against the CPU reference", () => {
+    for (const [i, denseForm] of DENSE_FORMS.entries()) {
       for (const dtype of ["bf16", "fp16"] as const) {
-        const host = makeDenseCase({ seed: 40 + i, b: 3, s_q: kernel === "h16" ? 1 : 2, h_q: 16, h_kv: 1, seqlens: [0, 130, 1500], causal: true, dtype, extraBlocks: 2 });
+        const host = makeDenseCase({ seed: 40 + i, b: 3, s_q: 2, h_q: 16, h_kv: 1, seqlens: [0, 130, 1500], causal: true, dtype, extraBlocks: 2 });
         const c = uploadDenseCase(host);
         const meta = getMlaMetadata();
         try {
-          const { out, lse } = flashMlaWithKvcache({ ...c, schedMeta: meta, kernel });
+          const { out, lse } = decodeWithOverrides({ ...c, schedMeta: meta }, { denseForm });
           const ref = mlaDecodeReference(host);
           const o = out.toHost().host as Uint16Array;
-          assertClose(dtype === "fp16" ? fp16ArrayToF32(o) : bf16ArrayToF32(o), ref.outF32, DENSE_OUT_TOL, { name: `${kernel} ${dtype} out`, roundReferenceTo: dtype });
-          assertClose(lse.toHost().host as Float32Array, ref.lse.host as Float32Array, DENSE_LSE_TOL, { name: `${kernel} ${dtype} lse` });
+          assertClose(dtype === "fp16" ? fp16ArrayToF32(o) : bf16ArrayToF32(o), ref.outF32, DENSE_OUT_TOL, { name: `${denseForm} ${dtype} out`, roundReferenceTo: dtype });
+          assertClose(lse.toHost().host as Float32Array, ref.lse.host as Float32Array, DENSE_LSE_TOL, { name: `${denseForm} ${dtype} lse` });
           out.dispose();
           lse.dispose();
         } finally {
@@ -46,20 +47,20 @@ describeGpu("every kernel on small shapes (the compute-sanitizer suite)", () => 
     }
   });
 
-  test("dense: requests split in two pieces, merged by the seesaw kernels themselves (the merge flags, the other piece's partial), against the CPU reference", () => {
+  test("dense: requests split in two pieces, merged by the main kernels themselves (the merge flags, the other piece's partial), against the CPU reference", () => {
     // 140 requests of 60-239 tokens over 132 parts: 47 in two pieces.
     const seqlens = Array.from({ length: 140 }, (_, i) => 60 + ((i * 53) % 180));
     const host = makeDenseCase({ seed: 45, b: 140, s_q: 2, h_q: 16, h_kv: 1, seqlens, causal: true, dtype: "bf16", extraBlocks: 2 });
     const c = uploadDenseCase(host);
     try {
       const ref = mlaDecodeReference(host);
-      for (const kernel of ["seesaw", "seesaw_fast", "seesaw_pipe"] as const) {
+      for (const denseForm of DENSE_FORMS) {
         const meta = getMlaMetadata();
         try {
           for (let round = 0; round < 2; round++) {  // the second round without the combine (the host knows the schedule)
-            const { out, lse } = flashMlaWithKvcache({ ...c, schedMeta: meta, kernel });
-            assertClose(bf16ArrayToF32(out.toHost().host as Uint16Array), ref.outF32, DENSE_OUT_TOL, { name: `${kernel} out, round ${round}`, roundReferenceTo: "bf16" });
-            assertClose(lse.toHost().host as Float32Array, ref.lse.host as Float32Array, DENSE_LSE_TOL, { name: `${kernel} lse, round ${round}` });
+            const { out, lse } = decodeWithOverrides({ ...c, schedMeta: meta }, { denseForm });
+            assertClose(bf16ArrayToF32(out.toHost().host as Uint16Array), ref.outF32, DENSE_OUT_TOL, { name: `${denseForm} out, round ${round}`, roundReferenceTo: "bf16" });
+            assertClose(lse.toHost().host as Float32Array, ref.lse.host as Float32Array, DENSE_LSE_TOL, { name: `${denseForm} lse, round ${round}` });
             out.dispose();
             lse.dispose();
           }
@@ -86,27 +87,24 @@ describeGpu("every kernel on small shapes (the compute-sanitizer suite)", () => 
     }
   });
 
-  test("sparse: plain and crossover kernels (every producer), the h16 and h16x consumers, split top-k lists, invalid ids, against the CPU reference", () => {
-    // The h_q = 128 lists give each CTA one or two blocks; the h_q = 64 and 16 ones (the plain v3 and h16
-    // kernels, long lists) give most CTAs three or more, so their K buffers are reused.
-    const configs = [
-      [false, "v1", 128, false, false], [true, "v1", 128, false, false], [false, "v2", 128, false, false], [true, "v2", 128, false, false],
-      [false, "v3", 128, false, false], [true, "v3", 128, false, false], [false, "v3", 64, false, false], [false, "v3", 16, true, false], [false, "v3", 16, false, true],
-    ] as const;
-    for (const [crossover, producer, h_q, h16, h16x] of configs) {
+  test("sparse: every plan (m64, h128x, h16x), split top-k lists, invalid ids, against the CPU reference", () => {
+    // The h_q = 128 lists give each CTA one or two blocks; the h_q = 64 and 16 ones (long lists) give
+    // most CTAs three or more, so their K buffers are reused.
+    const configs: ReadonlyArray<readonly [SparsePlan, number]> = [["m64", 128], ["h128x", 128], ["m64", 64], ["m64", 16], ["h16x", 16]];
+    for (const [sparsePlan, h_q] of configs) {
       const long = h_q < 128;
       const opts = { seed: 60, b: 2, s_q: 2, h_q, s_k: long ? 5000 : 600, topk: long ? 4000 : 1100, pageBlockSize: 61, sink: true, invalidFraction: 0.2, topkLength: true };
       const c = makeSparseCase(opts);
       const dev = { q: Tensor.toDevice(c.q), kCache: Tensor.toDevice(c.kCache), indices: Tensor.toDevice(c.indices), topkLength: c.topkLength && Tensor.toDevice(c.topkLength), attnSink: c.attnSink && Tensor.toDevice(c.attnSink) };
       const meta = getMlaMetadata();
       try {
-        const { out, lse } = sparseDecodeGpu({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale, schedMeta: meta }, { crossover, producer, h16, h16x });
+        const { out, lse } = decodeWithOverrides({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale, schedMeta: meta }, { sparsePlan });
         const ref = mlaDecodeReference({ ...c });
-        assertClose(bf16ArrayToF32(out.toHost().host as Uint16Array), ref.outF32, SPARSE_OUT_TOL, { name: `sparse out (crossover ${crossover}, producer ${producer}, h_q ${h_q}, h16 ${h16}, h16x ${h16x})`, roundReferenceTo: "bf16" });
-        assertClose(lse.toHost().host as Float32Array, ref.lse.host as Float32Array, SPARSE_LSE_TOL, { name: `sparse lse (crossover ${crossover}, producer ${producer}, h_q ${h_q}, h16 ${h16}, h16x ${h16x})` });
+        assertClose(bf16ArrayToF32(out.toHost().host as Uint16Array), ref.outF32, SPARSE_OUT_TOL, { name: `sparse out (${sparsePlan}, h_q ${h_q})`, roundReferenceTo: "bf16" });
+        assertClose(lse.toHost().host as Float32Array, ref.lse.host as Float32Array, SPARSE_LSE_TOL, { name: `sparse lse (${sparsePlan}, h_q ${h_q})` });
         out.dispose();
         lse.dispose();
-        if (!crossover && producer === "v1" && h_q === 128) {
+        if (sparsePlan === "m64" && h_q === 128) {
           const r = mlaSparseReferenceGpu({ ...dev, isFp8Kvcache: true, headDimV: 512, softmaxScale: c.softmaxScale });
           assertClose(r.out.toHost().host as Float32Array, ref.outF32, { abs: 1e-5, rel: 1e-4, cos: 1e-9 }, { name: "fp32 sparse reference out" });
           r.out.dispose();

@@ -1,0 +1,305 @@
+import { expectedUniqueTokens, type MlaShape } from "../roofline/mlaCost.js";
+import type { Bound } from "../roofline/roofline.js";
+
+/**
+ * Cache lengths of a case's requests: one length for all, FlashMLA's varlen draw around a mean
+ * (max(N(mean, mean/2), s_q) per request), or an explicit list, one length per request.
+ */
+export type SeqlensSpec =
+  | { kind: "fixed"; s_k: number }
+  | { kind: "varlen"; mean: number }
+  | { kind: "list"; values: readonly number[] };
+
+export interface Figure {
+  value: number;
+  unit: "TFLOPS" | "GB/s" | "µs";
+}
+
+/** FlashMLA measured on the same H200 model with our timing method (BENCH.md "Anchors"). */
+export interface Anchor {
+  /** Whole call (main kernel + combine), median of 40. */
+  timeUs: number;
+  /** The headline figure BENCH.md quotes for the time. */
+  figure: Figure;
+  /** Further figures for the same time (dense-mem-h64 is also 516 TFLOPS). */
+  extra?: readonly Figure[];
+  /** The main kernel alone, where it was timed. */
+  mainKernel?: Figure;
+  /** A published or third-party figure for the same workload, with where it comes from. */
+  elsewhere?: { figure: Figure; source: string };
+}
+
+/**
+ * What counts as good enough: `metric op value`. `cacheReadGbPerS` is the FP8 cache bytes alone
+ * (N_unique·656) over the time.
+ */
+export interface Target {
+  metric: "tflops" | "gbPerS" | "timeUs" | "cacheReadGbPerS";
+  op: ">=" | "<=";
+  value: number;
+  text: string;
+}
+
+/** One named workload of the benchmark. */
+export interface BenchCase {
+  name: string;
+  /** A family of cases that BENCH.md names as one (the dense-grid). */
+  group?: string;
+  kind: "dense" | "sparse";
+  b: number;
+  h_q: number;
+  h_kv: number;
+  s_q: number;
+  seqlens: SeqlensSpec;
+  causal: boolean;
+  /** Sparse only: indices per query token. */
+  topk?: number;
+  /** The roof BENCH.md says binds on an H200. */
+  bound: Bound;
+  note?: string;
+  anchor?: Anchor;
+  firstBar?: Target;
+  goal?: Target;
+}
+
+const tflops = (value: number): Figure => ({ value, unit: "TFLOPS" });
+const gbPerS = (value: number): Figure => ({ value, unit: "GB/s" });
+const us = (value: number): Figure => ({ value, unit: "µs" });
+const atLeast = (metric: Target["metric"], value: number, text: string): Target => ({ metric, op: ">=", value, text });
+const atMost = (metric: Target["metric"], value: number, text: string): Target => ({ metric, op: "<=", value, text });
+
+const MTP_FIRST_BAR = atLeast("tflops", 711, "≥ 711 TFLOPS (FlashMLA dense-compute-mtp)");
+const MTP_GOAL = atLeast("tflops", 750, "≥ 750 TFLOPS");
+const MEM_FIRST_BAR = atLeast("gbPerS", 4300, "≥ 4300 GB/s");
+const MEM_GOAL = atLeast("gbPerS", 4450, "≥ 4450 GB/s (93 % of 4.8 TB/s)");
+
+// FlashMLA's performance grid: s_q × mean cache length × causal, all at b = 128, h_q = 128.
+// At s_q = 1 causal masks nothing (FlashMLA turns it off), but the grid keeps both to mirror FlashMLA.
+const DENSE_GRID: BenchCase[] = [];
+for (const s_q of [1, 2]) {
+  for (const mean of [4096, 8192, 16384, 32768]) {
+    for (const causal of [false, true]) {
+      DENSE_GRID.push({
+        name: `dense-grid-sq${s_q}-${mean / 1024}k${causal ? "-causal" : ""}`,
+        group: "dense-grid",
+        kind: "dense",
+        b: 128,
+        h_q: 128,
+        h_kv: 1,
+        s_q,
+        seqlens: { kind: "varlen", mean },
+        causal,
+        bound: "compute",
+        ...(s_q === 2 ? { firstBar: MTP_FIRST_BAR, goal: MTP_GOAL } : {}),
+      });
+    }
+  }
+}
+
+/** Every named case of BENCH.md, with FlashMLA's anchor and our targets; dense-grid is expanded. */
+export const BENCH_CASES: readonly BenchCase[] = [
+  {
+    name: "dense-compute",
+    kind: "dense",
+    b: 128,
+    h_q: 128,
+    h_kv: 1,
+    s_q: 1,
+    seqlens: { kind: "fixed", s_k: 8192 },
+    causal: false,
+    bound: "compute",
+    anchor: { timeUs: 452, figure: tflops(646), mainKernel: tflops(663), elsewhere: { figure: tflops(660), source: "FlashMLA README, H800" } },
+    firstBar: atLeast("tflops", 646, "≥ 646 TFLOPS (FlashMLA)"),
+    goal: atLeast("tflops", 700, "≥ 700 TFLOPS"),
+  },
+  {
+    name: "dense-compute-mtp",
+    kind: "dense",
+    b: 128,
+    h_q: 128,
+    h_kv: 1,
+    s_q: 2,
+    seqlens: { kind: "fixed", s_k: 8192 },
+    causal: true,
+    bound: "compute",
+    anchor: { timeUs: 821, figure: tflops(711) },
+    firstBar: MTP_FIRST_BAR,
+    goal: MTP_GOAL,
+  },
+  ...DENSE_GRID,
+  {
+    name: "dense-mem-h16",
+    kind: "dense",
+    b: 128,
+    h_q: 16,
+    h_kv: 1,
+    s_q: 1,
+    seqlens: { kind: "fixed", s_k: 8192 },
+    causal: false,
+    bound: "memory",
+    note: "tensor-parallel 8 shard",
+    anchor: { timeUs: 280, figure: gbPerS(4337), elsewhere: { figure: gbPerS(3000), source: "FlashMLA README, H800" } },
+    firstBar: MEM_FIRST_BAR,
+    goal: MEM_GOAL,
+  },
+  {
+    name: "dense-mem-h64",
+    kind: "dense",
+    b: 128,
+    h_q: 64,
+    h_kv: 1,
+    s_q: 1,
+    seqlens: { kind: "fixed", s_k: 8192 },
+    causal: false,
+    bound: "memory",
+    anchor: { timeUs: 283, figure: gbPerS(4332), extra: [tflops(516)] },
+    firstBar: MEM_FIRST_BAR,
+    goal: MEM_GOAL,
+  },
+  {
+    name: "dense-b1",
+    kind: "dense",
+    b: 1,
+    h_q: 128,
+    h_kv: 1,
+    s_q: 1,
+    seqlens: { kind: "fixed", s_k: 32768 },
+    causal: false,
+    bound: "memory",
+    // By intensity alone (≈ 240 FLOP/B) one request of 128 heads sits just past the ridge, but the
+    // work is too small to fill the GPU: what binds is latency, and the KV read sets its floor.
+    note: "latency: one long request; the KV read alone needs ≈ 9 µs",
+    anchor: { timeUs: 43.5, figure: gbPerS(875), mainKernel: us(26.8) },
+    firstBar: atMost("timeUs", 43.5, "≤ 43.5 µs (FlashMLA)"),
+    goal: atMost("timeUs", 20, "≤ 20 µs (one request must use every SM; the combine must cost less than the work)"),
+  },
+  {
+    name: "dense-uneven",
+    kind: "dense",
+    b: 4,
+    h_q: 16,
+    h_kv: 1,
+    s_q: 4,
+    seqlens: { kind: "list", values: [4641, 45118, 1730, 1696] },
+    causal: true,
+    bound: "memory",
+    note: "imbalanced batch",
+    anchor: { timeUs: 52.0, figure: gbPerS(1189), elsewhere: { figure: us(41), source: "ThunderMLA, H100" } },
+    firstBar: atMost("timeUs", 52, "≤ 52 µs (FlashMLA)"),
+    goal: atMost("timeUs", 30, "≤ 30 µs"),
+  },
+  {
+    name: "dense-short-h16",
+    kind: "dense",
+    b: 128,
+    h_q: 16,
+    h_kv: 1,
+    s_q: 1,
+    seqlens: { kind: "fixed", s_k: 1024 },
+    causal: false,
+    bound: "memory",
+    note: "short contexts, many requests; FlashAttention-3's MLA path beats FlashMLA here (71 µs vs 84 µs in vLLM)",
+    anchor: { timeUs: 45.3, figure: gbPerS(3433) },
+    firstBar: atMost("timeUs", 45, "≤ 45 µs (FlashMLA)"),
+    goal: atMost("timeUs", 35, "≤ 35 µs"),
+  },
+  {
+    name: "sparse-v32",
+    kind: "sparse",
+    b: 128,
+    h_q: 128,
+    h_kv: 1,
+    s_q: 2,
+    seqlens: { kind: "fixed", s_k: 32768 },
+    causal: false,
+    topk: 2048,
+    bound: "compute",
+    note: "FP8 V32 cache, 656 B per token",
+    anchor: { timeUs: 364, figure: tflops(401), elsewhere: { figure: tflops(410), source: "FlashMLA deep dive, H800" } },
+    firstBar: atLeast("tflops", 401, "≥ 401 TFLOPS (FlashMLA)"),
+    goal: atLeast("tflops", 450, "≥ 450 TFLOPS"),
+  },
+  {
+    name: "sparse-v32-h64",
+    kind: "sparse",
+    b: 128,
+    h_q: 64,
+    h_kv: 1,
+    s_q: 2,
+    seqlens: { kind: "fixed", s_k: 32768 },
+    causal: false,
+    topk: 2048,
+    bound: "compute",
+    anchor: { timeUs: 225, figure: tflops(325) },
+    firstBar: atLeast("tflops", 325, "≥ 325 TFLOPS (FlashMLA)"),
+    goal: atLeast("tflops", 380, "≥ 380 TFLOPS"),
+  },
+  {
+    name: "sparse-long-topk",
+    kind: "sparse",
+    b: 128,
+    h_q: 128,
+    h_kv: 1,
+    s_q: 2,
+    seqlens: { kind: "fixed", s_k: 32768 },
+    causal: false,
+    topk: 32768,
+    bound: "compute",
+    anchor: { timeUs: 5411, figure: tflops(432), elsewhere: { figure: tflops(460), source: "FlashMLA deep dive, H800" } },
+    firstBar: atLeast("tflops", 432, "≥ 432 TFLOPS (FlashMLA)"),
+    goal: atLeast("tflops", 500, "≥ 500 TFLOPS"),
+  },
+  {
+    name: "sparse-h16",
+    kind: "sparse",
+    b: 128,
+    h_q: 16,
+    h_kv: 1,
+    s_q: 2,
+    seqlens: { kind: "fixed", s_k: 32768 },
+    causal: false,
+    topk: 2048,
+    bound: "memory",
+    note: "native 16 heads (FlashMLA must pad to 64)",
+    // Half of FlashMLA's sparse-v32-h64 time: padding 16 heads to 64 does 4× the MMA work.
+    firstBar: atMost("timeUs", 112.5, "≤ ½ of FlashMLA's time at 64 heads (225 µs)"),
+    goal: atLeast("cacheReadGbPerS", 3500, "≥ 3500 GB/s of FP8 cache read"),
+  },
+];
+
+/** The case named `name`, or undefined. */
+export function benchCaseByName(name: string): BenchCase | undefined {
+  return BENCH_CASES.find((c) => c.name === name);
+}
+
+/** The mean cache length s̄ the FLOP and byte formulas use. */
+export function meanCacheLength(seqlens: SeqlensSpec): number {
+  switch (seqlens.kind) {
+    case "fixed":
+      return seqlens.s_k;
+    case "varlen":
+      return seqlens.mean;
+    case "list":
+      return seqlens.values.reduce((a, v) => a + v, 0) / seqlens.values.length;
+    default:
+      return seqlens satisfies never;
+  }
+}
+
+/**
+ * The cost-model shape of a case. Sparse cases read the expected number of distinct tokens that
+ * random indices touch (what the benchmark feeds), per request over its fixed cache length.
+ */
+export function benchCaseShape(c: BenchCase): MlaShape {
+  const s_k = meanCacheLength(c.seqlens);
+  if (c.kind === "dense") return { kind: "dense", b: c.b, h_q: c.h_q, h_kv: c.h_kv, s_q: c.s_q, s_k };
+  const topk = c.topk ?? 0;
+  return {
+    kind: "sparse",
+    b: c.b,
+    h_q: c.h_q,
+    s_q: c.s_q,
+    topk,
+    nUnique: expectedUniqueTokens(c.b, Math.round(s_k), c.s_q, topk),
+  };
+}

@@ -1,0 +1,108 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { BENCH_CASES, benchCaseByName, benchCaseShape, meanCacheLength } from "../../../src/bench/cases.js";
+import { GPUS, gpuCeilings } from "../../../src/roofline/gpus.js";
+import { mlaCost } from "../../../src/roofline/mlaCost.js";
+import { achievedGbPerS, achievedTflops, roofline } from "../../../src/roofline/roofline.js";
+
+const NAMED = [
+  "dense-compute",
+  "dense-compute-mtp",
+  "dense-mem-h16",
+  "dense-mem-h64",
+  "dense-b1",
+  "dense-uneven",
+  "dense-short-h16",
+  "sparse-v32",
+  "sparse-v32-h64",
+  "sparse-long-topk",
+  "sparse-h16",
+];
+
+test("BENCH_CASES holds every named case of BENCH.md once, and the 16-case dense-grid", () => {
+  const names = BENCH_CASES.map((c) => c.name);
+  assert.equal(new Set(names).size, names.length);
+  assert.deepEqual(BENCH_CASES.filter((c) => c.group === undefined).map((c) => c.name).sort(), [...NAMED].sort());
+  const grid = BENCH_CASES.filter((c) => c.group === "dense-grid");
+  assert.equal(grid.length, 16);
+  assert.deepEqual([...new Set(grid.map((c) => c.s_q))], [1, 2]);
+  assert.deepEqual([...new Set(grid.map((c) => meanCacheLength(c.seqlens)))], [4096, 8192, 16384, 32768]);
+  assert.equal(grid.filter((c) => c.causal).length, 8);
+  assert.ok(grid.every((c) => c.seqlens.kind === "varlen" && c.b === 128 && c.h_q === 128));
+  // Only s_q = 2 grid points carry BENCH.md's targets.
+  assert.ok(grid.every((c) => (c.s_q === 2) === (c.firstBar?.value === 711 && c.goal?.value === 750)));
+});
+
+test("benchCaseByName() finds cases by exact name only", () => {
+  assert.equal(benchCaseByName("dense-compute")?.b, 128);
+  assert.equal(benchCaseByName("dense-grid-sq2-16k-causal")?.causal, true);
+  assert.equal(benchCaseByName("dense-grid"), undefined);
+  assert.equal(benchCaseByName("Dense-Compute"), undefined);
+});
+
+test("BENCH_CASES shapes follow BENCH.md's table", () => {
+  const c = (name: string) => {
+    const x = benchCaseByName(name);
+    assert.ok(x !== undefined, name);
+    return x;
+  };
+  assert.deepEqual(c("dense-uneven").seqlens, { kind: "list", values: [4641, 45118, 1730, 1696] });
+  assert.equal(c("dense-uneven").b, 4); // one listed length per request
+  assert.equal(meanCacheLength(c("dense-uneven").seqlens), 13296.25);
+  assert.equal(c("dense-compute-mtp").causal, true);
+  assert.deepEqual(c("dense-b1").seqlens, { kind: "fixed", s_k: 32768 });
+  assert.equal(c("sparse-long-topk").topk, 32768);
+  for (const s of BENCH_CASES.filter((x) => x.kind === "sparse")) {
+    assert.equal(s.h_kv, 1, s.name);
+    assert.ok(s.topk !== undefined && s.topk % 64 === 0 && s.topk <= meanCacheLength(s.seqlens), s.name);
+  }
+  for (const d of BENCH_CASES.filter((x) => x.kind === "dense")) assert.equal(d.topk, undefined, d.name);
+});
+
+test("every FlashMLA anchor figure comes out of the formulas within rounding", () => {
+  let checked = 0;
+  for (const c of BENCH_CASES) {
+    const a = c.anchor;
+    if (a === undefined) continue;
+    const cost = mlaCost(benchCaseShape(c));
+    for (const f of [a.figure, ...(a.extra ?? [])]) {
+      const got = f.unit === "TFLOPS" ? achievedTflops(cost.flop, a.timeUs) : achievedGbPerS(cost.bytes, a.timeUs);
+      // Times and figures are both printed to 3–4 digits, so 0.5 % covers the rounding of both.
+      assert.ok(Math.abs(got / f.value - 1) < 0.005, `${c.name}: ${got} vs ${f.value} ${f.unit}`);
+      checked++;
+    }
+  }
+  assert.equal(checked, 11);
+});
+
+test("the model's bound on the measured H200 roofs agrees with BENCH.md for every case but dense-b1", () => {
+  const measured = gpuCeilings(GPUS.h200).find((r) => r.label === "measured");
+  assert.ok(measured !== undefined);
+  for (const c of BENCH_CASES) {
+    const p = roofline(mlaCost(benchCaseShape(c)), measured);
+    if (c.name === "dense-b1") {
+      // One request is latency-bound; the KV read alone (32768·1152 B) takes ≈ 9 µs.
+      assert.equal(Math.round((32768 * 1152) / (measured.gbPerS * 1e3)), 9);
+      assert.ok(p.intensity > measured.ridge && p.intensity < 1.5 * measured.ridge);
+      continue;
+    }
+    assert.equal(p.bound, c.bound, c.name);
+  }
+});
+
+test("benchCaseShape() gives sparse cases the expected distinct-token count of random indices", () => {
+  const s = benchCaseShape(benchCaseByName("sparse-v32")!);
+  assert.equal(s.kind, "sparse");
+  assert.equal(s.kind === "sparse" ? s.nUnique : 0, 507_904);
+  // topk = s_k: every cache token is read exactly once.
+  const long = benchCaseShape(benchCaseByName("sparse-long-topk")!);
+  assert.equal(long.kind === "sparse" ? long.nUnique : 0, 128 * 32768);
+});
+
+test("sparse-h16's first bar is half of FlashMLA's 64-head time", () => {
+  const h16 = benchCaseByName("sparse-h16");
+  const h64 = benchCaseByName("sparse-v32-h64");
+  assert.equal(h16?.firstBar?.metric, "timeUs");
+  assert.equal(h16?.firstBar?.value, (h64?.anchor?.timeUs ?? 0) / 2);
+  assert.equal(h16?.goal?.metric, "cacheReadGbPerS");
+});

@@ -1,0 +1,46 @@
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { denseQTensorMapView } from "../../../../src/mla/dense/denseTensorMaps.js";
+
+// q [b, s_q, h_q, 576] contiguous: element strides of a dense tensor.
+const dense = (s_q: number, h_q: number) => [s_q * h_q * 576, h_q * 576, 576, 1];
+
+describe("denseQTensorMapView (the seesaw kernels' Q tensor map)", () => {
+  test("128 heads per KV head: one box is 64 heads of one token", () => {
+    const v = denseQTensorMapView({ b: 3, s_q: 2, h_kv: 1 }, 128, dense(2, 128), 2);
+    assert.deepEqual(v, {
+      globalDim: [576, 128, 1, 2, 3],
+      // h_kv is 1: its stride is never followed and becomes the dense 128 x 1152 bytes.
+      globalStrides: [1152, 128 * 1152, 128 * 1152, 2 * 128 * 1152],
+      boxDim: [64, 64, 1, 1, 1],
+    });
+  });
+
+  test("16 heads: one box is the 16 heads of 4 tokens (tokens past s_q fall outside the tensor)", () => {
+    const v = denseQTensorMapView({ b: 128, s_q: 1, h_kv: 1 }, 16, dense(1, 16), 2);
+    assert.deepEqual(v?.boxDim, [64, 16, 1, 4, 1]);
+    assert.deepEqual(v?.globalDim, [576, 16, 1, 1, 128]);
+    // s_q is 1: its stride becomes the dense one (16 heads x 1152 bytes).
+    assert.deepEqual(v?.globalStrides, [1152, 16 * 1152, 16 * 1152, 16 * 1152]);
+  });
+
+  test("one head per KV head and several KV heads: 64 tokens a box, the KV head's stride in heads", () => {
+    const v = denseQTensorMapView({ b: 2, s_q: 4, h_kv: 2 }, 1, dense(4, 2), 2);
+    assert.deepEqual(v?.boxDim, [64, 1, 1, 64, 1]);
+    assert.deepEqual(v?.globalStrides, [1152, 1152, 2 * 1152, 8 * 1152]);
+  });
+
+  test("a strided q (padded heads) keeps its strides", () => {
+    const v = denseQTensorMapView({ b: 2, s_q: 2, h_kv: 1 }, 64, [2 * 64 * 640, 64 * 640, 640, 1], 2);
+    assert.deepEqual(v?.globalStrides, [1280, 64 * 1280, 64 * 1280, 2 * 64 * 1280]);
+  });
+
+  test("head counts a box cannot hold (not dividing 64, not a multiple of it) have no map", () => {
+    for (const hpk of [3, 42, 96, 24]) assert.equal(denseQTensorMapView({ b: 1, s_q: 1, h_kv: 1 }, hpk, dense(1, hpk), 2), undefined, `heads_per_kv ${hpk}`);
+  });
+
+  test("strides TMA cannot take (0 or not a multiple of 16 bytes in a dimension of extent > 1) have no map", () => {
+    assert.equal(denseQTensorMapView({ b: 2, s_q: 1, h_kv: 1 }, 64, [0, 64 * 576, 576, 1], 2), undefined);
+    assert.equal(denseQTensorMapView({ b: 2, s_q: 2, h_kv: 1 }, 64, [2 * 64 * 580, 64 * 580, 580, 1], 2), undefined);
+  });
+});

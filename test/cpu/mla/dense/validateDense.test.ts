@@ -1,0 +1,132 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { ArgumentError } from "../../../../src/errors/ArgumentError.js";
+import type { FlashMlaWithKvcacheArgs } from "../../../../src/mla/args.js";
+import { chooseDenseKernel, DENSE_FORMS, denseKernelName } from "../../../../src/mla/dense/chooseDenseKernel.js";
+import { validateDenseArgs } from "../../../../src/mla/dense/validateDense.js";
+import { decodeWithOverrides } from "../../../../src/mla/flashMlaWithKvcache.js";
+import { getMlaMetadata, MlaSchedMeta } from "../../../../src/mla/sched/MlaSchedMeta.js";
+import { Tensor } from "../../../../src/runtime/Tensor.js";
+
+// Host tensors stand in for GPU ones: validateDenseArgs(args, false) checks everything but residency.
+function args(over: Partial<Record<keyof FlashMlaWithKvcacheArgs, unknown>> = {}): FlashMlaWithKvcacheArgs {
+  const b = 2, s_q = 2, h_q = 8, h_kv = 2;
+  return {
+    q: Tensor.zerosHost([b, s_q, h_q, 576], "bf16"),
+    kCache: Tensor.zerosHost([4, 64, h_kv, 576], "bf16"),
+    blockTable: Tensor.zerosHost([b, 3], "i32"),
+    cacheSeqlens: Tensor.zerosHost([b], "i32"),
+    headDimV: 512,
+    schedMeta: getMlaMetadata(),
+    ...over,
+  } as FlashMlaWithKvcacheArgs;
+}
+
+function rejects(over: Partial<Record<keyof FlashMlaWithKvcacheArgs, unknown>>, argument: string, pattern: RegExp, requireCuda = false): void {
+  assert.throws(
+    () => validateDenseArgs(args(over), requireCuda),
+    (e: unknown) => {
+      assert.ok(e instanceof ArgumentError, `expected ArgumentError, got ${String(e)}`);
+      assert.equal(e.argument, argument);
+      assert.match(e.message, /^flashMlaWithKvcache\(\): argument '/);
+      assert.match(e.message, pattern);
+      return true;
+    },
+  );
+}
+
+test("validateDenseArgs() accepts a well-formed dense call and reports its shape", () => {
+  const a = args({ causal: true });
+  const { q, kCache, blockTable, cacheSeqlens, ...s } = validateDenseArgs(a, false);
+  assert.deepEqual(s, { b: 2, s_q: 2, h_q: 8, h_kv: 2, num_blocks: 4, max_blocks_per_seq: 3, softmax_scale: 1 / 24, causal: true });
+  assert.deepEqual([q, kCache, blockTable, cacheSeqlens], [a.q, a.kCache, a.blockTable, a.cacheSeqlens], "the checked tensors are the given ones");
+  assert.equal(validateDenseArgs(args({ q: Tensor.zerosHost([2, 1, 8, 576], "bf16"), causal: true }), false).causal, false, "s_q = 1 turns causal off");
+});
+
+test("validateDenseArgs() names q's dtype, rank, head dim, batch and layout errors", () => {
+  rejects({ q: Tensor.zerosHost([2, 2, 8, 576], "f32") }, "q", /expected dtype bf16 or fp16, got f32/);
+  rejects({ q: Tensor.zerosHost([2, 8, 576], "bf16") }, "q", /expected rank 4 \[b, s_q, h_q, d_qk\], got rank 3 \[2, 8, 576\]/);
+  rejects({ q: Tensor.zerosHost([2, 2, 8, 512], "bf16") }, "q", /d_qk = 576.*got 512/);
+  rejects({ q: Tensor.zerosHost([0, 2, 8, 576], "bf16"), blockTable: Tensor.zerosHost([0, 3], "i32"), cacheSeqlens: Tensor.zerosHost([0], "i32") }, "q", /b >= 1/);
+  rejects({ q: Tensor.zerosHost([2, 0, 8, 576], "bf16") }, "q", /s_q >= 1/);
+  rejects({ q: Tensor.zerosHost([2, 2, 0, 576], "bf16") }, "q", /h_q >= 1/);
+  rejects({ q: "not a tensor" }, "q", /expected a Tensor, got string/);
+  const strided = Tensor.zerosHost([2, 2, 8, 1152], "bf16").view([2, 2, 8, 576], [2 * 8 * 1152, 8 * 1152, 1152, 2]);
+  rejects({ q: strided }, "q", /stride 1 in the last dimension/);
+  const odd = Tensor.zerosHost([2 * 2 * 8 * 577], "bf16").view([2, 2, 8, 576], [2 * 8 * 577, 8 * 577, 577, 1]);
+  rejects({ q: odd }, "q", /multiples of 16 bytes/);
+});
+
+test("validateDenseArgs() names kCache's dtype, page size, head count and shape errors", () => {
+  rejects({ kCache: Tensor.zerosHost([4, 64, 2, 576], "fp16") }, "kCache", /expected dtype bf16, got fp16/);
+  rejects({ kCache: Tensor.zerosHost([4, 32, 2, 576], "bf16") }, "kCache", /page_block_size = 64.*got 32/);
+  rejects({ kCache: Tensor.zerosHost([4, 64, 3, 576], "bf16") }, "kCache", /h_kv >= 1 dividing h_q = 8, got h_kv = 3/);
+  rejects({ kCache: Tensor.zerosHost([4, 64, 2, 512], "bf16") }, "kCache", /d_qk = 576/);
+  rejects({ kCache: Tensor.zerosHost([0, 64, 2, 576], "bf16") }, "kCache", /num_blocks >= 1/);
+});
+
+test("validateDenseArgs() names blockTable, cacheSeqlens, headDimV, softmaxScale, causal and schedMeta errors", () => {
+  rejects({ blockTable: undefined }, "blockTable", /int32 tensor \[b, max_blocks_per_seq\].*got undefined/);
+  rejects({ blockTable: Tensor.zerosHost([2, 3], "f32") }, "blockTable", /dtype i32, got f32/);
+  rejects({ blockTable: Tensor.zerosHost([3, 3], "i32") }, "blockTable", /b = 2.*got 3/);
+  rejects({ cacheSeqlens: undefined }, "cacheSeqlens", /got undefined/);
+  rejects({ cacheSeqlens: Tensor.zerosHost([3], "i32") }, "cacheSeqlens", /b = 2.*got 3/);
+  rejects({ cacheSeqlens: Tensor.zerosHost([2], "i32").view([2], [2]) }, "cacheSeqlens", /contiguous/);
+  rejects({ headDimV: 576 }, "headDimV", /expected 512, got number 576/);
+  rejects({ softmaxScale: 0 }, "softmaxScale", /finite number > 0, got number 0/);
+  rejects({ softmaxScale: NaN }, "softmaxScale", /finite number > 0/);
+  rejects({ causal: 1 }, "causal", /a boolean, got number/);
+  rejects({ schedMeta: {} }, "schedMeta", /getMlaMetadata\(\) returns/);
+  rejects({ out: Tensor.zerosHost([2, 2, 8, 512], "fp16") }, "out", /dtype bf16/);
+  rejects({ lse: Tensor.zerosHost([2, 2, 8], "f32") }, "lse", /h_q = 8.*got 2/);
+});
+
+test("validateDenseArgs() refuses sparse arguments, saying they belong to a call with indices", () => {
+  rejects({ indices: Tensor.zerosHost([2, 2, 64], "i32") }, "indices", /dense path here \(isFp8Kvcache, topkLength and attnSink belong to a sparse call, which passes indices\)/);
+  rejects({ isFp8Kvcache: true }, "isFp8Kvcache", /dense path/);
+  rejects({ attnSink: Tensor.zerosHost([8], "f32") }, "attnSink", /dense path/);
+});
+
+test("validateDenseArgs() requires CUDA tensors on the GPU path", () => {
+  rejects({}, "q", /a CUDA tensor, got a cpu tensor/, true);
+});
+
+test("MlaSchedMeta reused with another batch shape names the changed field", () => {
+  const config = { b: 2, s_q: 1, h_q: 128, h_kv: 1, page_block_size: 64, causal: false, is_fp8_kvcache: false, topk: null };
+  const meta = MlaSchedMeta.withConfig(config);
+  assert.equal(meta.initialized, true);
+  assert.deepEqual(meta.config, config);
+  assert.doesNotThrow(() => meta.checkConfig("f", { ...config }));
+  assert.throws(() => meta.checkConfig("f", { ...config, h_q: 64 }), /argument 'schedMeta': expected metadata for h_q = 128 .*got h_q = 64/);
+  assert.throws(() => meta.checkConfig("f", { ...config, b: 3 }), /b = 2.*got b = 3/);
+  meta.dispose();
+  meta.dispose();
+  assert.equal(meta.isDisposed, true);
+  assert.throws(() => meta.checkConfig("f", { ...config }), /disposed/);
+});
+
+test("chooseDenseKernel() picks pipe only for compute-bound batches (≥ 128 rows per KV head, b ≥ 16)", () => {
+  // BENCH.md's dense cases: dense-compute (b 128, 128 rows), -mtp (256 rows), the grid, then the
+  // memory-bound and latency ones.
+  assert.equal(chooseDenseKernel(128, 128), "pipe");
+  assert.equal(chooseDenseKernel(128, 256), "pipe");
+  assert.equal(chooseDenseKernel(16, 128), "pipe");
+  assert.equal(chooseDenseKernel(128, 64), "fast");
+  assert.equal(chooseDenseKernel(128, 16), "fast");
+  assert.equal(chooseDenseKernel(1, 128), "fast");
+  assert.equal(chooseDenseKernel(15, 256), "fast");
+  assert.equal(chooseDenseKernel(4, 64), "fast");
+  for (const f of [chooseDenseKernel(128, 128), chooseDenseKernel(1, 1)]) assert.ok(DENSE_FORMS.includes(f), `${f} is a dense form`);
+  assert.equal(denseKernelName("pipe", "fp16"), "dense_pipe_fp16");
+  assert.equal(denseKernelName("fast", "bf16"), "dense_fast_bf16");
+});
+
+test("decodeWithOverrides() refuses a form that does not exist, a non-boolean mergeSplitPairs and a sparse plan, naming the override, before it looks at the tensors", () => {
+  const refused = (overrides: Record<string, unknown>, argument: string, pattern: RegExp) =>
+    assert.throws(() => decodeWithOverrides(args(), overrides), (e: unknown) => e instanceof ArgumentError && e.argument === argument && pattern.test(e.message));
+  refused({ denseForm: "seesaw" }, "overrides.denseForm", /"fast" or "pipe", got "seesaw"/);
+  refused({ mergeSplitPairs: "no" }, "overrides.mergeSplitPairs", /a boolean, got string/);
+  refused({ sparsePlan: "m64" }, "overrides.sparsePlan", /undefined on the dense path/);
+  // A valid override reaches the argument checks (host tensors: the residency check).
+  assert.throws(() => decodeWithOverrides(args(), { denseForm: "pipe", mergeSplitPairs: false }), /argument 'q': expected a CUDA tensor/);
+});
