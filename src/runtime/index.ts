@@ -1,4 +1,4 @@
-/** The runtime layer: devices, memory, streams, events, modules, kernel launch, TMA maps, graphs. */
+/** flashmla-ts/runtime: the CUDA runtime layer (devices, memory, streams, events, modules, kernel launch, TMA maps, graphs). */
 export { Device } from "./Device.js";
 export { DeviceBuffer, type DeviceCopyOptions } from "./DeviceBuffer.js";
 export { Event, type EventOptions } from "./Event.js";
