@@ -66,7 +66,7 @@ export interface BenchRecord {
   tool: { name: string; version: string };
   commit: string;
   commitDirty?: boolean;
-  /** Every kernel the run used ("dense_seesaw + sparse_v1"); each result names its own. */
+  /** Every kernel the run used ("dense_pipe_bf16 + sparse_h128x_bf16"); each result names its own. */
   kernel: string;
   gpu: GpuEnvironment;
   ceilings: {
@@ -78,7 +78,7 @@ export interface BenchRecord {
   };
   settings: { iters: number; seed: number };
   results: BenchRecordResult[];
-  /** Sparse h_q = 128 cases timed again with the same producer and the other crossover setting. */
+  /** Sparse cases h128x served, timed again with m64: the measured gain of crossover. */
   crossoverGains?: CrossoverGain[];
 }
 

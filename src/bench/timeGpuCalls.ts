@@ -110,9 +110,9 @@ function runTimed(
       opts.onIteration?.(i);
     }
     const queuedUs = (performance.now() - t0) * 1000;
-    // The clock is sampled while the calls run: a probe kernel queued after them (eighth session) read
-    // 1.97-1.98 GHz on the H200 while an in-kernel trace saw 1.70-1.74 GHz during them; the clock
-    // recovers within microseconds once the load stops.
+    // The clock is sampled while the calls run: a probe kernel queued after them read 1.97-1.98 GHz on
+    // the H200 while an in-kernel trace saw 1.70-1.74 GHz during them; the clock recovers within
+    // microseconds once the load stops.
     const last = events[2 * iters - 1];
     const nvmlSamples = gpu === undefined ? [] : sampleWhileTimed(gpu, events[0], last);
     last.synchronize();

@@ -11,7 +11,7 @@ import { BLOCK_M, BLOCK_N, SCHED_META_INTS, SPARSE_HEADS_PER_CTA } from "../cont
  */
 export const SCHED_FIXED_OVERHEAD = 5;
 /**
- * The dense path's per-piece cost. Traced on the H200 at dense-compute (docs/dense-decode.md §21): a
+ * The dense path's per-piece cost. Traced on the H200 at dense-compute (docs/dense-decode.md): a
  * part of 248 blocks in three pieces took 797 k cycles and one of 253 blocks in two 787 k, so a piece
  * costs ~24 k cycles, ~8 blocks of ~2.9 k (the Q load, the epilogue, and the merge or the combine of
  * the split request's partials). With 5, 62 of dense-compute's 128 requests were cut in two; with 8

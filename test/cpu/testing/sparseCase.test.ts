@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { mlaDecodeReference } from "../../../src/mla/reference/mlaDecodeReference.js";
 import { makeSparseCase, type SparseCaseOptions } from "../../../src/testing/sparseCase.js";
 
-// kvScale (used by the h16x range test, docs/sparse-decode.md §25): a power of two moves the FP8 scales, the
+// kvScale (used by the h16x range test in test/gpu/mla/sparseH16x.test.ts): a power of two moves the FP8 scales, the
 // RoPE values and the outputs by exactly that factor and leaves the codes, the scores and the lse alone.
 const OPTS: SparseCaseOptions = { seed: 77, b: 2, s_q: 2, h_q: 8, s_k: 150, topk: 64, pageBlockSize: 32, sink: true, invalidFraction: 0.1 };
 

@@ -8,7 +8,7 @@ import { Module } from "../../../src/runtime/Module.js";
 import { Tensor } from "../../../src/runtime/Tensor.js";
 import { describeGpu } from "../../helpers/gpu.js";
 
-// The primitives of the transposed 16-head design (docs/dense-decode.md §12), written without a GPU:
+// The primitives of the heads-as-N designs (the sparse h16x consumers are built on them), written without a GPU:
 // wgmma m64n16k16 with the K tiles as A (Sᵀ = K·Qᵀ), a Pᵀ tile stored with stmatrix .trans, and wgmma
 // m64n16k16 reading the same K tiles transposed as A (Oᵀ = Vᵀ·Pᵀ). Each against float64 on the host.
 

@@ -5,7 +5,7 @@ import { denseQTensorMapView } from "../../../../src/mla/dense/denseTensorMaps.j
 // q [b, s_q, h_q, 576] contiguous: element strides of a dense tensor.
 const dense = (s_q: number, h_q: number) => [s_q * h_q * 576, h_q * 576, 576, 1];
 
-describe("denseQTensorMapView (the seesaw kernels' Q tensor map)", () => {
+describe("denseQTensorMapView (the dense kernels' Q tensor map)", () => {
   test("128 heads per KV head: one box is 64 heads of one token", () => {
     const v = denseQTensorMapView({ b: 3, s_q: 2, h_kv: 1 }, 128, dense(2, 128), 2);
     assert.deepEqual(v, {

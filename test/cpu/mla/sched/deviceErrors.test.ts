@@ -5,7 +5,7 @@ import { MlaSchedMeta } from "../../../../src/mla/sched/MlaSchedMeta.js";
 import { DEVICE_ERROR_WORDS } from "../../../../src/mla/contract/shape.js";
 import { DeviceErrorCode, deviceErrorToArgumentError } from "../../../../src/mla/sched/deviceErrors.js";
 
-// The device-side error record (kernels/mla_decode/params.h: code, request, position, value, limit) and
+// The device-side error record (kernels/mla/params.h: code, request, position, value, limit) and
 // the ArgumentError that MlaSchedMeta.checkErrors() throws for it.
 
 function record(...words: number[]): Int32Array {

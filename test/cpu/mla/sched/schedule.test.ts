@@ -50,7 +50,7 @@ test("computeSchedule() satisfies the invariants on 400 seeded random batches, a
 
 test("the dense path's fixed overhead gives dense-compute's 128 requests of 128 blocks two whole requests a part", () => {
   // FlashMLA's 5 cut 62 of them in two (248 blocks and three pieces in most parts); at 8 a piece's real
-  // cost in our kernel (docs/dense-decode.md §21), 64 parts hold two each and two parts stay empty.
+  // cost in our kernel (docs/dense-decode.md), 64 parts hold two each and two parts stay empty.
   const lens = Array(128).fill(8192);
   const five = computeSchedule(lens, 66);
   assert.equal(Array.from({ length: 128 }, (_, r) => five.numSplits[r + 1] - five.numSplits[r]).filter((n) => n === 2).length, 62);
@@ -70,7 +70,7 @@ test("computeSchedule() rejects a fixed overhead that is not an integer >= 1", (
   }
 });
 
-test("a request in two pieces ends one part (split 0) and begins the next (split 1), as the seesaw kernels' pair merge expects", () => {
+test("a request in two pieces ends one part (split 0) and begins the next (split 1), as the dense kernels' pair merge expects", () => {
   // The merge has split 0 prefetch split 1's partial before its last pair: that only pays if split 0 is
   // its part's last piece and split 1 its part's first. (The merge itself is correct in any order.)
   const rng = new Rng(99);
