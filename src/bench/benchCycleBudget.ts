@@ -1,3 +1,4 @@
+import { BLOCK_N, SPARSE_HEADS_PER_CTA } from "../mla/contract/shape.js";
 import { sparseCycleBudget } from "../roofline/sparseCycles.js";
 
 /** The seed's per-token cycle budget for one sparse case, and what it allows the kernel that ran it. */
@@ -43,7 +44,7 @@ export interface MeasuredSparseRun {
 
 /** K/V entries processed summed over CTAs: b · s_q · (64-head tiles) · topk rounded up to whole 64-entry blocks. */
 export function sparseCtaTokens(r: Pick<MeasuredSparseRun, "b" | "s_q" | "h_q" | "topk">): number {
-  return r.b * r.s_q * Math.ceil(r.h_q / 64) * Math.ceil(r.topk / 64) * 64;
+  return r.b * r.s_q * Math.ceil(r.h_q / SPARSE_HEADS_PER_CTA) * Math.ceil(r.topk / BLOCK_N) * BLOCK_N;
 }
 
 /**

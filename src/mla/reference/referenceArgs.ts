@@ -103,7 +103,7 @@ export function referenceArgs(args: MlaDecodeReferenceArgs, rows?: readonly Refe
   const path = sparse ? "the sparse path (indices given)" : "the dense path (no indices)";
 
   const q = hostTensor("q", args.q);
-  if (q.rank !== 4) throw new ArgumentError(FN, "q", "rank 4 [b, s_q, h_q, 576]", `shape ${formatShape(q.shape)}`);
+  if (q.rank !== 4) throw new ArgumentError(FN, "q", `rank 4 [b, s_q, h_q, ${D_QK}]`, `shape ${formatShape(q.shape)}`);
   const [b, s_q, h_q, d_qk] = q.shape;
   if (d_qk !== D_QK) throw new ArgumentError(FN, "q", `last dim d_qk = ${D_QK}`, `shape ${formatShape(q.shape)}`);
   if (b < 1 || s_q < 1 || h_q < 1) throw new ArgumentError(FN, "q", "b, s_q and h_q ≥ 1", `shape ${formatShape(q.shape)}`);
