@@ -1,6 +1,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { loadKernel } from "../../../src/mla/contract/kernelRegistry.js";
 import { chooseSparseKernel, type SparsePlan } from "../../../src/mla/sparse/chooseSparseKernel.js";
+import { numSmPartsSparse } from "../../../src/mla/sched/schedule.js";
+import { Device } from "../../../src/runtime/Device.js";
 import { decodeWithOverrides, flashMlaWithKvcache } from "../../../src/mla/flashMlaWithKvcache.js";
 import { mlaDecodeReference } from "../../../src/mla/reference/mlaDecodeReference.js";
 import { mlaSparseReferenceGpu } from "../../../src/mla/reference/mlaSparseReferenceGpu.js";
@@ -135,5 +138,17 @@ describeGpu("sparse FP8 decode on the GPU", () => {
     } finally {
       u.dispose();
     }
+  });
+
+  // The main kernels are persistent (one CTA per SM part): every 2-CTA cluster of a launch must be
+  // co-resident, or a second wave doubles the time.
+  test("the driver fits h128x's 2-CTA clusters: a sparse-v32 launch's clusters are quoted beside", (t) => {
+    const device = Device.get(0);
+    const k = loadKernel(0, "sparse_h128x_bf16");
+    const s_q = 2, h_q = 128;
+    const parts = numSmPartsSparse(device.smCount, s_q, h_q);
+    const fit = k.kernel.maxActiveClusters({ grid: [2, s_q, parts], block: k.row.threads, sharedMemBytes: k.smemBytes, cluster: [2, 1, 1] });
+    t.diagnostic(`${fit ?? "unknown"} clusters of 2 CTAs fit at once on ${device.name} (${device.smCount} SMs); a sparse-v32 launch has ${s_q * parts}`);
+    assert.ok(fit === undefined || fit > 0, `no cluster fits (${fit})`);
   });
 });
