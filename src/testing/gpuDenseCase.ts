@@ -58,7 +58,7 @@ export interface GpuDenseCase {
 /**
  * Builds a dense decode case on the GPU with FlashMLA's test data (FLASHMLA.md §4) but drawn there,
  * so cases of gigabytes cost milliseconds: q and the owned cache slots ~ N(0,1)/10 clamped to
- * [-1, 1] (test_fill.cu, a counter-based hash of seed and element index), every other slot NaN, and
+ * [-1, 1] (bench_fill.cu, a counter-based hash of seed and element index), every other slot NaN, and
  * a seeded random permutation of the physical blocks. Work is queued on `stream`; the case is ready
  * when the stream is.
  */

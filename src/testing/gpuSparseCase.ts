@@ -75,7 +75,7 @@ export interface GpuSparseCase extends SparseCaseSpec {
  * 32768 tokens are 2.7 GB) cost well under a second of device time. The layout and the indices are
  * drawn on the host exactly as makeSparseCase draws them (sparseCaseLayout.ts: permuted blocks,
  * distinct random positions below each length, FlashMLA's sinks); q and the KV tokens are drawn on
- * the GPU (test_fill.cu `fill_normal_half`, a hash of seed and element index): the tokens that an
+ * the GPU (bench_fill.cu `fill_normal_half`, a hash of seed and element index): the tokens that an
  * index entry points at go through a temporary bf16 buffer of {@link SPARSE_FILL_CHUNK_TOKENS} tokens
  * into the FP8 writer (writeKvCacheFp8 with a slot mapping), chunk by chunk; every other token keeps
  * the 0xff poison. Returns once the case is ready (the stream is synchronized).

@@ -36,7 +36,7 @@ test("npm pack ships every cubin the kernel manifest lists, with the manifest", 
   const files = packedFiles();
   assert.ok(files.includes("dist/kernels/manifest.json"));
   const modules = readKernelManifest(config.kernelDir).map((k) => k.name);
-  for (const name of ["ceilings", "bench_spin", "test_fill"]) assert.ok(modules.includes(name), `${name} is built`);
+  for (const name of ["ceilings", "bench_spin", "bench_fill"]) assert.ok(modules.includes(name), `${name} is built`);
   for (const name of modules) assert.ok(files.includes(`dist/kernels/${name}.cubin`), `dist/kernels/${name}.cubin is packed`);
 });
 

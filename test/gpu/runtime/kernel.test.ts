@@ -351,10 +351,10 @@ describeGpu(
 );
 
 describeGpu(
-  "the project's test_fill cubin",
+  "the project's bench_fill cubin",
   () => {
-    test("Module.load() verifies and loads test_fill, and fill_normal_half is deterministic per seed", (t) => {
-      const mod = Module.load("test_fill");
+    test("Module.load() verifies and loads bench_fill, and fill_normal_half is deterministic per seed", (t) => {
+      const mod = Module.load("bench_fill");
       try {
         const k = mod.getFunction("fill_normal_half");
         const n = 1 << 16;

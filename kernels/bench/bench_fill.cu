@@ -1,6 +1,7 @@
-// Test-data generators on the GPU: FlashMLA's large test shapes hold billions of values, far too many to
-// draw in JavaScript. A counter-based hash (splitmix64) gives each element its own normal draw, so the
-// data depend only on (seed, element index), never on the launch shape.
+// The data generators of the benchmark's cases (and the tests'), on the GPU: FlashMLA's large shapes
+// hold billions of values, far too many to draw in JavaScript. A counter-based hash (splitmix64) gives
+// each element its own normal draw, so the data depend only on (seed, element index), never on the
+// launch shape.
 #include <cstdint>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
