@@ -1,11 +1,16 @@
 #!/usr/bin/env node
 // Builds every kernel source under kernels/ into dist/kernels/<name>.cubin for sm_90a with nvcc and writes
 // dist/kernels/manifest.json: nvcc version, source and cubin hashes, and per function the registers,
-// shared memory, stack and spills that ptxas -v reports. Usage: node scripts/buildKernels.mjs [--strict]
-// (--strict fails the build when any function spills, uses local memory, or has its wgmma serialized).
+// shared memory, stack and spills that ptxas -v reports. The sources under kernels/testing/ (loaded by
+// the tests alone) go to dist/kernels/testing/ with a manifest of their own, so that the folder the
+// package ships lists only what the library and the benchmark load.
+// Usage: node scripts/buildKernels.mjs [--strict] [--force]
+// --strict fails the build when any function spills, uses local memory, or has its wgmma serialized.
+// A cubin whose source, headers, flags and nvcc are those its manifest entry records is kept, not
+// rebuilt (the entry's hashes say so); --force rebuilds every one.
 import { execFileSync, execFile } from "node:child_process";
 import { createHash } from "node:crypto";
-import { mkdirSync, readFileSync, readdirSync, writeFileSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
@@ -14,8 +19,12 @@ const run = promisify(execFile);
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const kernelRoot = path.join(root, "kernels");
 const outDir = path.resolve(process.env.FLASHMLA_KERNEL_DIR ?? path.join(root, "dist", "kernels"));
+const testOutDir = path.join(outDir, "testing");
 const strict = process.argv.includes("--strict");
+const force = process.argv.includes("--force");
 const nvcc = process.env.NVCC ?? "nvcc";
+/** The oldest nvcc known to build the kernels (sm_90a wgmma, setmaxnreg and the PTX they use). */
+export const MIN_NVCC = { major: 12, minor: 8 };
 
 /**
  * The translation units: every .cu under kernels/ becomes one cubin. Its name is the file's, except for
@@ -40,12 +49,25 @@ export function cubinName(src) {
   const decode = parts.indexOf("decode");
   return [...parts.slice(decode + 1, inst), base].join("_");
 }
-const SOURCES = sourceFiles(kernelRoot);
-const names = new Map();
-for (const src of SOURCES) {
-  const name = cubinName(src);
-  if (names.has(name)) throw new Error(`buildKernels: ${src} and ${names.get(name)} would both build ${name}.cubin`);
-  names.set(name, src);
+/** Whether the tests alone load `src`'s cubin (kernels/testing/): it is built, but not shipped. */
+export function isTestOnly(src) {
+  return src.split(path.sep)[0] === "testing";
+}
+/** The CUDA release nvcc --version reports ("Cuda compilation tools, release 13.0, V13.0.48"), or undefined. */
+export function parseNvccRelease(text) {
+  const m = /release (\d+)\.(\d+)/.exec(text);
+  return m ? { major: +m[1], minor: +m[2] } : undefined;
+}
+/** Every translation unit under kernels/; throws when two would build the same cubin. */
+function translationUnits() {
+  const sources = sourceFiles(kernelRoot);
+  const names = new Map();
+  for (const src of sources) {
+    const name = cubinName(src);
+    if (names.has(name)) throw new Error(`buildKernels: ${src} and ${names.get(name)} would both build ${name}.cubin`);
+    names.set(name, src);
+  }
+  return sources;
 }
 
 // NVCC_EXTRA_FLAGS adds flags for a build into another FLASHMLA_KERNEL_DIR (never for a shipped build).
@@ -95,14 +117,20 @@ export function parsePtxasReport(text) {
 }
 
 async function main() {
-  let nvccVersion;
+  let versionText;
   try {
-    nvccVersion = execFileSync(nvcc, ["--version"], { encoding: "utf8" }).trim().split("\n").pop();
+    versionText = execFileSync(nvcc, ["--version"], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }).trim();
   } catch {
-    console.error(`buildKernels: '${nvcc}' not found. Install the CUDA toolkit (nvcc >= 12.8) or set NVCC=/path/to/nvcc.`);
+    console.error(`buildKernels: '${nvcc}' not found. Install the CUDA toolkit (nvcc >= ${MIN_NVCC.major}.${MIN_NVCC.minor}) or set NVCC=/path/to/nvcc.`);
     process.exit(1);
   }
-  mkdirSync(outDir, { recursive: true });
+  const nvccVersion = versionText.split("\n").pop();
+  const release = parseNvccRelease(versionText);
+  if (release && (release.major < MIN_NVCC.major || (release.major === MIN_NVCC.major && release.minor < MIN_NVCC.minor))) {
+    console.error(`buildKernels: ${nvcc} is CUDA ${release.major}.${release.minor}; the kernels need nvcc >= ${MIN_NVCC.major}.${MIN_NVCC.minor}. Install a newer CUDA toolkit or set NVCC=/path/to/nvcc.`);
+    process.exit(1);
+  }
+  mkdirSync(testOutDir, { recursive: true });
   const headers = headerFiles(kernelRoot);
   const headerHash = sha256(Buffer.concat(headers.map((h) => readFileSync(h))));
   // The commit the sources came from (a GPU host may get the work tree with a stale or no .git: the
@@ -115,15 +143,31 @@ async function main() {
   } catch {
     // not a git checkout (an installed package): leave it unknown
   }
-  const manifest = { arch: "sm_90a", nvccVersion, flags: FLAGS, builtAt: new Date().toISOString(), sourceCommit, kernels: {} };
+  const header = { arch: "sm_90a", nvccVersion, flags: FLAGS, builtAt: new Date().toISOString(), sourceCommit };
+  const shipped = { dir: outDir, previous: previousEntries(outDir, header), manifest: { ...header, kernels: {} } };
+  const testing = { dir: testOutDir, previous: previousEntries(testOutDir, header), manifest: { ...header, kernels: {} } };
   let failed = false;
+  let kept = 0;
   // Two at a time: the build machines have few cores.
-  const queue = [...SOURCES];
+  const queue = translationUnits();
   async function worker() {
     for (let src; (src = queue.shift()); ) {
       const name = cubinName(src);
       const srcPath = path.join(kernelRoot, src);
-      const cubin = path.join(outDir, `${name}.cubin`);
+      const target = isTestOnly(src) ? testing : shipped;
+      const manifest = target.manifest;
+      const cubin = path.join(target.dir, `${name}.cubin`);
+      const sourceSha256 = sha256(Buffer.concat([readFileSync(srcPath), Buffer.from(headerHash)]));
+      const previous = target.previous[name];
+      if (!force && previous?.sourceSha256 === sourceSha256 && existsSync(cubin) && sha256(readFileSync(cubin)) === previous.cubinSha256) {
+        manifest.kernels[name] = previous;
+        kept += 1;
+        if (strict && Object.values(previous.functions ?? {}).some((r) => r.spillStores + r.spillLoads + r.stackBytes > 0 || r.wgmmaSerialized)) {
+          failed = true;
+          console.error(`buildKernels: ${name}.cubin (kept from the last build) spills or has its wgmma serialized; see its entry in manifest.json`);
+        }
+        continue;
+      }
       const t0 = Date.now();
       let report;
       try {
@@ -137,7 +181,7 @@ async function main() {
       const functions = parsePtxasReport(report);
       manifest.kernels[name] = {
         source: `kernels/${src.split(path.sep).join("/")}`,
-        sourceSha256: sha256(Buffer.concat([readFileSync(srcPath), Buffer.from(headerHash)])),
+        sourceSha256,
         cubinSha256: sha256(readFileSync(cubin)),
         cubinBytes: statSync(cubin).size,
         functions,
@@ -153,8 +197,33 @@ async function main() {
     }
   }
   await Promise.all([worker(), worker()]);
-  writeFileSync(path.join(outDir, "manifest.json"), JSON.stringify(manifest, null, 2) + "\n");
+  for (const { dir, manifest } of [shipped, testing]) {
+    // A cubin no source builds any more (a renamed or moved kernel) would otherwise linger beside the
+    // manifest and ship with the package.
+    for (const f of readdirSync(dir)) {
+      if (f.endsWith(".cubin") && !(f.slice(0, -".cubin".length) in manifest.kernels)) rmSync(path.join(dir, f));
+    }
+    // Sorted: the workers finish in any order, and two builds of the same sources should read the same.
+    manifest.kernels = Object.fromEntries(Object.entries(manifest.kernels).sort(([a], [b]) => (a < b ? -1 : 1)));
+    writeFileSync(path.join(dir, "manifest.json"), JSON.stringify(manifest, null, 2) + "\n");
+  }
+  if (kept > 0) console.log(`kept ${kept} cubin(s) built from the same sources, flags and nvcc (--force rebuilds them)`);
   if (failed) process.exit(1);
 }
 
-await main();
+/**
+ * The entries of `dir`'s manifest.json that a build with `header`'s nvcc and flags may keep; none when
+ * the manifest is missing, unreadable, or from another nvcc or other flags.
+ */
+function previousEntries(dir, header) {
+  try {
+    const m = JSON.parse(readFileSync(path.join(dir, "manifest.json"), "utf8"));
+    if (m.arch !== header.arch || m.nvccVersion !== header.nvccVersion || JSON.stringify(m.flags) !== JSON.stringify(header.flags)) return {};
+    return m.kernels !== null && typeof m.kernels === "object" && !Array.isArray(m.kernels) ? m.kernels : {};
+  } catch {
+    return {};
+  }
+}
+
+// Run as a script, not when imported for its helpers (scripts/ensureKernels.mjs, the tests).
+if (process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) await main();

@@ -148,7 +148,8 @@ const tempDirs: string[] = [];
 function damagedKernelDir(damage: (file: string) => void, victim = "combine"): string {
   const dir = mkdtempSync(path.join(os.tmpdir(), "flashmla-damaged-kernels-"));
   tempDirs.push(dir);
-  for (const name of readdirSync(config.kernelDir)) copyFileSync(path.join(config.kernelDir, name), path.join(dir, name));
+  // Files only: the test-only cubins' folder (testing/) is not part of what is damaged.
+  for (const e of readdirSync(config.kernelDir, { withFileTypes: true })) if (e.isFile()) copyFileSync(path.join(config.kernelDir, e.name), path.join(dir, e.name));
   damage(path.join(dir, `${victim}.cubin`));
   return dir;
 }

@@ -2,6 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { bf16ArrayToF32, f32ArrayToBf16 } from "../../../src/numeric/bf16.js";
 import { assertClose } from "../../../src/numeric/compare.js";
+import { config } from "../../../src/config.js";
 import { D_QK, D_V } from "../../../src/mla/contract/shape.js";
 import { Rng } from "../../../src/numeric/random.js";
 import { Module } from "../../../src/runtime/Module.js";
@@ -31,7 +32,7 @@ describeGpu("wgmma primitives of the transposed 16-head design", () => {
       Tensor.emptyDevice([D_V, HEADS], "f32"),
       Tensor.emptyDevice([HEADS, TOKENS], "bf16"),
     ];
-    const mod = Module.load("wgmma_probe_sm90", 0);
+    const mod = Module.load("wgmma_probe_sm90", { kernelDir: config.testKernelDir });
     try {
       const kernel = mod.getFunction("mla_wgmma_probe_h16");
       kernel.maxDynamicSharedMemory = SMEM_BYTES;

@@ -31,6 +31,7 @@ function cubinName(src: string): string {
 }
 
 const units = new Map(sources(kernelRoot).map((src) => [cubinName(src), readFileSync(path.join(kernelRoot, src), "utf8")]));
+const unitPaths = new Map(sources(kernelRoot).map((src) => [cubinName(src), src]));
 const rows = Object.entries(KERNEL_REGISTRY) as Array<[KernelName, KernelRow]>;
 
 test("every registry row names a kernel source and an entry point it defines", () => {
@@ -56,6 +57,14 @@ test("every main kernel's unit exports mla_kernel_facts with the row's cluster s
     assert.equal(Number(facts[1]), row.clusterX, `${name}: cluster x`);
     assert.equal(row.params?.table, "mla_params_layout", `${name}: a main kernel's layout table`);
   }
+});
+
+test("exactly the rows built from kernels/testing/ are test-only (loaded from config.testKernelDir, not shipped)", () => {
+  for (const [name, row] of rows) {
+    const src = unitPaths.get(row.cubin) ?? "";
+    assert.equal(row.testOnly === true, src.split(path.sep)[0] === "testing", `${name}: ${src}`);
+  }
+  assert.equal(config.testKernelDir, path.join(config.kernelDir, "testing"));
 });
 
 test("every kernel the choosers can pick, forced or not, is a registry row", () => {
