@@ -11,6 +11,7 @@
 import { execFileSync, execFile } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync, statSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
@@ -58,16 +59,42 @@ export function parseNvccRelease(text) {
   const m = /release (\d+)\.(\d+)/.exec(text);
   return m ? { major: +m[1], minor: +m[2] } : undefined;
 }
-/** Every translation unit under kernels/; throws when two would build the same cubin. */
-function translationUnits() {
-  const sources = sourceFiles(kernelRoot);
+/**
+ * Every translation unit under kernels/: its source, cubin name, the folder its cubin goes to, and the
+ * hash of its source with every header (a header change rebuilds every unit). Throws when two units
+ * would build the same cubin.
+ */
+export function kernelUnits(dir = outDir) {
+  const headerHash = sha256(Buffer.concat(headerFiles(kernelRoot).map((h) => readFileSync(h))));
   const names = new Map();
-  for (const src of sources) {
+  return sourceFiles(kernelRoot).map((src) => {
     const name = cubinName(src);
     if (names.has(name)) throw new Error(`buildKernels: ${src} and ${names.get(name)} would both build ${name}.cubin`);
     names.set(name, src);
-  }
-  return sources;
+    const sourceSha256 = sha256(Buffer.concat([readFileSync(path.join(kernelRoot, src)), Buffer.from(headerHash)]));
+    return { src, name, dir: isTestOnly(src) ? path.join(dir, "testing") : dir, sourceSha256 };
+  });
+}
+
+/**
+ * The cubins of `dir` (and its testing/ folder) that do not match kernels/ as it is now: no manifest
+ * entry, an entry built from other sources, or a missing file. Whatever nvcc and flags built them.
+ */
+export function staleKernels(dir = outDir) {
+  const manifests = new Map();
+  const entries = (folder) => {
+    if (!manifests.has(folder)) {
+      try {
+        manifests.set(folder, JSON.parse(readFileSync(path.join(folder, "manifest.json"), "utf8")).kernels ?? {});
+      } catch {
+        manifests.set(folder, {});
+      }
+    }
+    return manifests.get(folder);
+  };
+  return kernelUnits(dir)
+    .filter((u) => entries(u.dir)[u.name]?.sourceSha256 !== u.sourceSha256 || !existsSync(path.join(u.dir, `${u.name}.cubin`)))
+    .map((u) => u.name);
 }
 
 // NVCC_EXTRA_FLAGS adds flags for a build into another FLASHMLA_KERNEL_DIR (never for a shipped build).
@@ -131,8 +158,6 @@ async function main() {
     process.exit(1);
   }
   mkdirSync(testOutDir, { recursive: true });
-  const headers = headerFiles(kernelRoot);
-  const headerHash = sha256(Buffer.concat(headers.map((h) => readFileSync(h))));
   // The commit the sources came from (a GPU host may get the work tree with a stale or no .git: the
   // device script passes this on as FLASHMLA_COMMIT, so bench records name the right commit).
   let sourceCommit = "unknown";
@@ -148,16 +173,16 @@ async function main() {
   const testing = { dir: testOutDir, previous: previousEntries(testOutDir, header), manifest: { ...header, kernels: {} } };
   let failed = false;
   let kept = 0;
-  // Two at a time: the build machines have few cores.
-  const queue = translationUnits();
+  // One nvcc per two cores, at least two and at most eight: each takes a core for ptxas and several GiB
+  // for the dense units, and CI machines have two cores.
+  const queue = kernelUnits();
   async function worker() {
-    for (let src; (src = queue.shift()); ) {
-      const name = cubinName(src);
+    for (let unit; (unit = queue.shift()); ) {
+      const { src, name, sourceSha256 } = unit;
       const srcPath = path.join(kernelRoot, src);
-      const target = isTestOnly(src) ? testing : shipped;
+      const target = unit.dir === testOutDir ? testing : shipped;
       const manifest = target.manifest;
       const cubin = path.join(target.dir, `${name}.cubin`);
-      const sourceSha256 = sha256(Buffer.concat([readFileSync(srcPath), Buffer.from(headerHash)]));
       const previous = target.previous[name];
       if (!force && previous?.sourceSha256 === sourceSha256 && existsSync(cubin) && sha256(readFileSync(cubin)) === previous.cubinSha256) {
         manifest.kernels[name] = previous;
@@ -196,7 +221,8 @@ async function main() {
       console.log(`built ${name}.cubin (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
     }
   }
-  await Promise.all([worker(), worker()]);
+  const workers = Math.max(2, Math.min(8, Math.floor(os.availableParallelism() / 2)));
+  await Promise.all(Array.from({ length: workers }, () => worker()));
   for (const { dir, manifest } of [shipped, testing]) {
     // A cubin no source builds any more (a renamed or moved kernel) would otherwise linger beside the
     // manifest and ship with the package.
