@@ -15,10 +15,10 @@ function packedFiles(): string[] {
   return entry.files.map((f) => f.path);
 }
 
-test("npm pack ships the compiled library, the CLI, the case table, the kernels and the README, not the tests", () => {
+test("npm pack ships the compiled library, the CLI, the case table, the README, LICENSE and docs, not the tests", () => {
   const files = packedFiles();
   const pkg = JSON.parse(readFileSync(path.join(root, "package.json"), "utf8")) as { bin: Record<string, string>; main: string; exports: Record<string, { types: string; default: string }> };
-  for (const f of ["package.json", "README.md", "dist/src/index.js", "dist/src/cli/cli.js", "dist/src/cli/commands/bench.js", "dist/src/bench/rooflineSvg.js", "dist/src/bench/cases.js", "dist/src/runtime/index.js", "kernels/bench/ceilings.cu"]) {
+  for (const f of ["package.json", "README.md", "LICENSE", "docs/ARCHITECTURE.md", "dist/src/index.js", "dist/src/cli/cli.js", "dist/src/cli/commands/bench.js", "dist/src/bench/rooflineSvg.js", "dist/src/bench/cases.js", "dist/src/runtime/index.js"]) {
     assert.ok(files.includes(f), `${f} is packed`);
   }
   // The bin and main entries point at packed files.
@@ -30,14 +30,35 @@ test("npm pack ships the compiled library, the CLI, the case table, the kernels 
   }
   assert.equal(files.filter((f) => f.startsWith("dist/test/")).length, 0);
   assert.equal(files.filter((f) => f.startsWith("test/") || f.startsWith("src/")).length, 0);
+  // Source maps would point at .ts files the package does not ship; kernel sources, scripts and probes
+  // are for building, which a user of the package does not do.
+  assert.deepEqual(files.filter((f) => f.endsWith(".map")), []);
+  assert.deepEqual(files.filter((f) => /^(kernels|scripts|bench|scratch)\//.test(f) || /\.(cu|cuh|patch|mjs|ts)$/.test(f) && !f.endsWith(".d.ts")), []);
 });
 
-test("npm pack ships every cubin the kernel manifest lists, with the manifest", { skip: !existsSync(path.join(config.kernelDir, "manifest.json")) && "kernels not built here (npm run build:kernels)" }, () => {
+test("package.json: npm pack builds the kernels first; Linux on x64 and arm64, Node >= 20; where it lives", () => {
+  const pkg = JSON.parse(readFileSync(path.join(root, "package.json"), "utf8")) as Record<string, unknown> & { scripts: Record<string, string> };
+  assert.equal(pkg.scripts.prepack, "node scripts/prepack.mjs");
+  assert.match(pkg.scripts.prestart, /node scripts\/ensureKernels\.mjs$/);
+  assert.match(pkg.scripts.pretest, /node scripts\/ensureKernels\.mjs$/);
+  assert.deepEqual(pkg.os, ["linux"]);
+  assert.deepEqual(pkg.cpu, ["x64", "arm64"]);
+  assert.deepEqual(pkg.engines, { node: ">=20" });
+  assert.equal(pkg.license, "MIT");
+  assert.match(readFileSync(path.join(root, "LICENSE"), "utf8"), /^MIT License\n\nCopyright \(c\) 2026 the flashmla-ts authors\n/);
+  assert.deepEqual(pkg.repository, { type: "git", url: "git+https://github.com/flashmla-ts/flashmla-ts.git" });
+  assert.ok(Array.isArray(pkg.keywords) && pkg.keywords.includes("cuda"));
+});
+
+// What prepack builds is checked on the real tarball by .ci/pack-test.sh; this is the `files` side.
+test("npm pack ships every cubin the kernel manifest lists, with the manifest, and not the test-only ones", { skip: !existsSync(path.join(config.kernelDir, "manifest.json")) && "kernels not built here (npm run build:kernels)" }, () => {
   const files = packedFiles();
   assert.ok(files.includes("dist/kernels/manifest.json"));
   const modules = readKernelManifest(config.kernelDir).map((k) => k.name);
   for (const name of ["ceilings", "bench_spin", "bench_fill"]) assert.ok(modules.includes(name), `${name} is built`);
   for (const name of modules) assert.ok(files.includes(`dist/kernels/${name}.cubin`), `dist/kernels/${name}.cubin is packed`);
+  for (const name of ["dequant_selftest", "wgmma_probe_sm90"]) assert.ok(!modules.includes(name), `${name} is not in the shipped manifest`);
+  assert.deepEqual(files.filter((f) => f.startsWith("dist/kernels/testing/")), []);
 });
 
 test("the CLI's runtime dependencies are declared in package.json", () => {
