@@ -1,10 +1,9 @@
 import type { BenchCase, Target } from "./cases.js";
-import type { Bound } from "../roofline/roofline.js";
 import { FP8_TOKEN_BYTES } from "../numeric/kvCacheFp8.js";
 import type { MlaCost } from "../roofline/mlaCost.js";
-import { achievedGbPerS, achievedTflops, percentOfCeiling, type Roofs } from "../roofline/roofline.js";
+import { achievedGbPerS, achievedTflops, percentOfCeiling, roofline, type Bound, type Roofs } from "../roofline/roofline.js";
 
-/** A target of BENCH.md and whether a measured time meets it. */
+/** A case's target and whether a measured time meets it. */
 export interface TargetVerdict extends Target {
   /** The measured value of the target's metric. */
   actual: number;
@@ -17,11 +16,11 @@ export interface BenchFigures {
   gbPerS: number;
   /** Sparse: the FP8 cache bytes alone (N_unique · 656) over the time. */
   cacheReadGbPerS?: number;
-  /** The roof BENCH.md says binds for this case. */
+  /** The roof that binds this call under `roofs`, by the cost model. */
   bound: Bound;
   /**
    * The figure quoted against that roof: TFLOPS when compute-bound; when memory-bound, GB/s, or for a
-   * sparse case the FP8 cache read (what BENCH.md's sparse-h16 goal measures).
+   * sparse case the FP8 cache read (what sparse-h16's goal measures).
    */
   headline: { metric: "tflops" | "gbPerS" | "cacheReadGbPerS"; value: number };
   /** The headline figure as % of its roof (the measured tensor peak or read bandwidth). */
@@ -32,16 +31,17 @@ export interface BenchFigures {
 
 /**
  * TFLOPS, GB/s, % of the binding roof and the verdict on the case's first bar and goal, for a
- * call of `cost` that took `timeUs`. The binding roof is the case's (BENCH.md's "bound" column):
- * dense-b1 sits just past the ridge by intensity but is bound by latency and the KV read. A
- * memory-bound sparse case is quoted by its FP8 cache read (N_unique · 656 bytes over the time).
+ * call of `cost` that took `timeUs`. The binding roof is the cost model's (intensity against the
+ * ridge of `roofs`), the same answer `flashmla roofline` gives. A memory-bound sparse case is quoted
+ * by its FP8 cache read (N_unique · 656 bytes over the time).
  */
 export function benchFigures(c: BenchCase, cost: Pick<MlaCost, "flop" | "bytes" | "nUnique">, timeUs: number, roofs: Roofs): BenchFigures {
   const tflops = achievedTflops(cost.flop, timeUs);
   const gbPerS = achievedGbPerS(cost.bytes, timeUs);
   const cacheReadGbPerS = cost.nUnique === undefined ? undefined : achievedGbPerS(cost.nUnique * FP8_TOKEN_BYTES, timeUs);
+  const bound = roofline(cost, roofs).bound;
   const headline: BenchFigures["headline"] =
-    c.bound === "compute"
+    bound === "compute"
       ? { metric: "tflops", value: tflops }
       : c.kind === "sparse" && cacheReadGbPerS !== undefined
         ? { metric: "cacheReadGbPerS", value: cacheReadGbPerS }
@@ -49,7 +49,7 @@ export function benchFigures(c: BenchCase, cost: Pick<MlaCost, "flop" | "bytes" 
   const figures: BenchFigures = {
     tflops,
     gbPerS,
-    bound: c.bound,
+    bound,
     headline,
     percentOfCeiling: percentOfCeiling(headline.value, headline.metric === "tflops" ? roofs.tflops : roofs.gbPerS),
   };

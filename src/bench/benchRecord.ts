@@ -17,7 +17,7 @@ export const BENCH_RECORD_SCHEMA = "flashmla-ts/bench@2";
 /** One case in the JSON record: the figures flat, the detail beside them. */
 export interface BenchRecordResult {
   case: string;
-  /** The family BENCH.md names as one (dense-grid). */
+  /** The family the case belongs to (dense-grid). */
   group?: string;
   kind: "dense" | "sparse";
   kernel: string;
@@ -173,4 +173,29 @@ function packageVersion(): string {
     }
   }
   return version;
+}
+
+/**
+ * The roofs of one bench run, from its record: the datasheet's (when the GPU is in the table) and
+ * the reference the run quoted every case against. The ceilings line above the table and the plot
+ * both come from here, so they cannot show two different sets of roofs for one run.
+ */
+export function recordRoofs(record: BenchRecord): { datasheet?: { tflops: number; gbPerS: number }; reference: Ceiling } {
+  return { ...(record.ceilings.datasheet !== undefined ? { datasheet: record.ceilings.datasheet } : {}), reference: record.ceilings.reference };
+}
+
+/** The line above the bench table: the run's roofs, where they came from, and the datasheet's. */
+export function ceilingsLine(record: BenchRecord): string {
+  const { datasheet, reference } = recordRoofs(record);
+  const m = record.ceilings.measured;
+  const when = m.source === "cache" ? `cached, measured ${m.measuredAt}` : "measured in this run";
+  const ds = datasheet === undefined ? "" : `; datasheet ${num(datasheet.tflops)} TFLOPS, ${num(datasheet.gbPerS)} GB/s`;
+  return (
+    `ceilings (${when}): ${num(reference.tflops)} TFLOPS bf16, ${num(reference.gbPerS)} GB/s read, ${num(m.copyGbPerS)} GB/s copy; ` +
+    `ridge ${reference.ridge.toFixed(1)} FLOP/B${ds}`
+  );
+}
+
+function num(x: number): string {
+  return x.toFixed(0);
 }

@@ -1,16 +1,16 @@
-import type { BenchRecord } from "./benchRecord.js";
+import { recordRoofs, type BenchRecord } from "./benchRecord.js";
 import { rooflineSvg, type RooflinePlotPoint, type RooflinePlotRoof } from "./rooflineSvg.js";
 
 /**
- * The roofline plot of one bench record: the measured and datasheet roofs, every timed case at its
- * intensity and achieved TFLOPS, and FlashMLA's anchor for the same case as a hollow point. A
- * function of the record alone, so a saved record can be plotted again.
+ * The roofline plot of one bench record: the roofs the run quoted its cases against (the same as
+ * its ceilings line, both from recordRoofs) and the datasheet's, every timed case at its intensity
+ * and achieved TFLOPS, and FlashMLA's anchor for the same case as a hollow point. A function of the
+ * record alone, so a saved record can be plotted again.
  */
 export function benchRooflineSvg(record: BenchRecord): string {
   const roofs: RooflinePlotRoof[] = [];
-  const ds = record.ceilings.datasheet;
+  const { datasheet: ds, reference: ref } = recordRoofs(record);
   if (ds !== undefined) roofs.push({ label: "datasheet", tflops: ds.tflops, gbPerS: ds.gbPerS, style: "datasheet" });
-  const ref = record.ceilings.reference;
   roofs.push({ label: ref.label, tflops: ref.tflops, gbPerS: ref.gbPerS, style: ref.label === "datasheet" ? "datasheet" : ref.label === "practical" ? "practical" : "measured" });
 
   const points: RooflinePlotPoint[] = [];

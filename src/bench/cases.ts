@@ -1,5 +1,5 @@
-import { expectedUniqueTokens, type MlaShape } from "../roofline/mlaCost.js";
-import type { Bound } from "../roofline/roofline.js";
+import { expectedUniqueTokens, mlaCost, type MlaShape } from "../roofline/mlaCost.js";
+import { roofline, type Bound, type Roofs } from "../roofline/roofline.js";
 
 /**
  * Cache lengths of a case's requests: one length for all, FlashMLA's varlen draw around a mean
@@ -15,11 +15,11 @@ export interface Figure {
   unit: "TFLOPS" | "GB/s" | "µs";
 }
 
-/** FlashMLA measured on the same H200 model with our timing method (BENCH.md "Anchors"). */
+/** FlashMLA measured on the same H200 model with our timing method (whole call, CUDA events, median of 40). */
 export interface Anchor {
   /** Whole call (main kernel + combine), median of 40. */
   timeUs: number;
-  /** The headline figure BENCH.md quotes for the time. */
+  /** The headline figure quoted for the time. */
   figure: Figure;
   /** Further figures for the same time (dense-mem-h64 is also 516 TFLOPS). */
   extra?: readonly Figure[];
@@ -43,7 +43,7 @@ export interface Target {
 /** One named workload of the benchmark. */
 export interface BenchCase {
   name: string;
-  /** A family of cases that BENCH.md names as one (the dense-grid). */
+  /** A family of cases named as one (the dense-grid, FlashMLA's performance grid). */
   group?: string;
   kind: "dense" | "sparse";
   b: number;
@@ -54,8 +54,6 @@ export interface BenchCase {
   causal: boolean;
   /** Sparse only: indices per query token. */
   topk?: number;
-  /** The roof BENCH.md says binds on an H200. */
-  bound: Bound;
   note?: string;
   anchor?: Anchor;
   firstBar?: Target;
@@ -89,14 +87,17 @@ for (const s_q of [1, 2]) {
         s_q,
         seqlens: { kind: "varlen", mean },
         causal,
-        bound: "compute",
         ...(s_q === 2 ? { firstBar: MTP_FIRST_BAR, goal: MTP_GOAL } : {}),
       });
     }
   }
 }
 
-/** Every named case of BENCH.md, with FlashMLA's anchor and our targets; dense-grid is expanded. */
+/**
+ * Every named benchmark case (`flashmla bench --list`), with FlashMLA's anchor and our targets;
+ * dense-grid is expanded. Which roof binds is not written here: the cost model decides it
+ * ({@link caseBound}), so every command gives the same answer.
+ */
 export const BENCH_CASES: readonly BenchCase[] = [
   {
     name: "dense-compute",
@@ -107,7 +108,6 @@ export const BENCH_CASES: readonly BenchCase[] = [
     s_q: 1,
     seqlens: { kind: "fixed", s_k: 8192 },
     causal: false,
-    bound: "compute",
     anchor: { timeUs: 452, figure: tflops(646), mainKernel: tflops(663), elsewhere: { figure: tflops(660), source: "FlashMLA README, H800" } },
     firstBar: atLeast("tflops", 646, "≥ 646 TFLOPS (FlashMLA)"),
     goal: atLeast("tflops", 700, "≥ 700 TFLOPS"),
@@ -121,7 +121,6 @@ export const BENCH_CASES: readonly BenchCase[] = [
     s_q: 2,
     seqlens: { kind: "fixed", s_k: 8192 },
     causal: true,
-    bound: "compute",
     anchor: { timeUs: 821, figure: tflops(711) },
     firstBar: MTP_FIRST_BAR,
     goal: MTP_GOAL,
@@ -136,7 +135,6 @@ export const BENCH_CASES: readonly BenchCase[] = [
     s_q: 1,
     seqlens: { kind: "fixed", s_k: 8192 },
     causal: false,
-    bound: "memory",
     note: "tensor-parallel 8 shard",
     anchor: { timeUs: 280, figure: gbPerS(4337), elsewhere: { figure: gbPerS(3000), source: "FlashMLA README, H800" } },
     firstBar: MEM_FIRST_BAR,
@@ -151,7 +149,6 @@ export const BENCH_CASES: readonly BenchCase[] = [
     s_q: 1,
     seqlens: { kind: "fixed", s_k: 8192 },
     causal: false,
-    bound: "memory",
     anchor: { timeUs: 283, figure: gbPerS(4332), extra: [tflops(516)] },
     firstBar: MEM_FIRST_BAR,
     goal: MEM_GOAL,
@@ -165,10 +162,9 @@ export const BENCH_CASES: readonly BenchCase[] = [
     s_q: 1,
     seqlens: { kind: "fixed", s_k: 32768 },
     causal: false,
-    bound: "memory",
-    // By intensity alone (≈ 240 FLOP/B) one request of 128 heads sits just past the ridge, but the
-    // work is too small to fill the GPU: what binds is latency, and the KV read sets its floor.
-    note: "latency: one long request; the KV read alone needs ≈ 9 µs",
+    // By intensity (≈ 240 FLOP/B) one request of 128 heads sits just past the ridge, so the model calls
+    // it compute-bound; in practice the work is too small to fill the GPU and latency binds.
+    note: "latency: one long request over every SM; the roofs' floors are ≈ 12 µs of MMA, ≈ 9 µs of KV read",
     anchor: { timeUs: 43.5, figure: gbPerS(875), mainKernel: us(26.8) },
     firstBar: atMost("timeUs", 43.5, "≤ 43.5 µs (FlashMLA)"),
     goal: atMost("timeUs", 20, "≤ 20 µs (one request must use every SM; the combine must cost less than the work)"),
@@ -182,7 +178,6 @@ export const BENCH_CASES: readonly BenchCase[] = [
     s_q: 4,
     seqlens: { kind: "list", values: [4641, 45118, 1730, 1696] },
     causal: true,
-    bound: "memory",
     note: "imbalanced batch",
     anchor: { timeUs: 52.0, figure: gbPerS(1189), elsewhere: { figure: us(41), source: "ThunderMLA, H100" } },
     firstBar: atMost("timeUs", 52, "≤ 52 µs (FlashMLA)"),
@@ -197,7 +192,6 @@ export const BENCH_CASES: readonly BenchCase[] = [
     s_q: 1,
     seqlens: { kind: "fixed", s_k: 1024 },
     causal: false,
-    bound: "memory",
     note: "short contexts, many requests; FlashAttention-3's MLA path beats FlashMLA here (71 µs vs 84 µs in vLLM)",
     anchor: { timeUs: 45.3, figure: gbPerS(3433) },
     firstBar: atMost("timeUs", 45, "≤ 45 µs (FlashMLA)"),
@@ -213,7 +207,6 @@ export const BENCH_CASES: readonly BenchCase[] = [
     seqlens: { kind: "fixed", s_k: 32768 },
     causal: false,
     topk: 2048,
-    bound: "compute",
     note: "FP8 V32 cache, 656 B per token",
     anchor: { timeUs: 364, figure: tflops(401), elsewhere: { figure: tflops(410), source: "FlashMLA deep dive, H800" } },
     firstBar: atLeast("tflops", 401, "≥ 401 TFLOPS (FlashMLA)"),
@@ -229,7 +222,6 @@ export const BENCH_CASES: readonly BenchCase[] = [
     seqlens: { kind: "fixed", s_k: 32768 },
     causal: false,
     topk: 2048,
-    bound: "compute",
     anchor: { timeUs: 225, figure: tflops(325) },
     firstBar: atLeast("tflops", 325, "≥ 325 TFLOPS (FlashMLA)"),
     goal: atLeast("tflops", 380, "≥ 380 TFLOPS"),
@@ -244,7 +236,6 @@ export const BENCH_CASES: readonly BenchCase[] = [
     seqlens: { kind: "fixed", s_k: 32768 },
     causal: false,
     topk: 32768,
-    bound: "compute",
     anchor: { timeUs: 5411, figure: tflops(432), elsewhere: { figure: tflops(460), source: "FlashMLA deep dive, H800" } },
     firstBar: atLeast("tflops", 432, "≥ 432 TFLOPS (FlashMLA)"),
     goal: atLeast("tflops", 500, "≥ 500 TFLOPS"),
@@ -259,7 +250,6 @@ export const BENCH_CASES: readonly BenchCase[] = [
     seqlens: { kind: "fixed", s_k: 32768 },
     causal: false,
     topk: 2048,
-    bound: "memory",
     note: "native 16 heads (FlashMLA must pad to 64)",
     // Half of FlashMLA's sparse-v32-h64 time: padding 16 heads to 64 does 4× the MMA work.
     firstBar: atMost("timeUs", 112.5, "≤ ½ of FlashMLA's time at 64 heads (225 µs)"),
@@ -302,4 +292,12 @@ export function benchCaseShape(c: BenchCase): MlaShape {
     topk,
     nUnique: expectedUniqueTokens(c.b, Math.round(s_k), c.s_q, topk),
   };
+}
+
+/**
+ * The roof that binds case `c` under `roofs` by the cost model (FlashMLA's formulas, intensity
+ * against the ridge): the one answer the bench table, `flashmla roofline` and `flashmla start` give.
+ */
+export function caseBound(c: BenchCase, roofs: Roofs): Bound {
+  return roofline(mlaCost(benchCaseShape(c)), roofs).bound;
 }

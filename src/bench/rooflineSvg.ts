@@ -167,7 +167,7 @@ export function rooflineSvg(opts: RooflineSvgOptions): string {
   out.push(`<g class="legend" font-size="11" fill="${COLORS.text}">`);
   out.push(`<circle cx="${lx + 5}" cy="${ly}" r="4.5" fill="${COLORS.compute}"/><text x="${lx + 16}" y="${ly + 4}">ours, compute-bound case</text>`);
   out.push(`<circle cx="${lx + 5}" cy="${ly + 18}" r="4.5" fill="${COLORS.memory}"/><text x="${lx + 16}" y="${ly + 22}">ours, memory-bound case</text>`);
-  out.push(`<circle cx="${lx + 5}" cy="${ly + 36}" r="5" fill="none" stroke="${COLORS.anchor}" stroke-width="1.5"/><text x="${lx + 16}" y="${ly + 40}">FlashMLA on H200 (BENCH.md)</text>`);
+  out.push(`<circle cx="${lx + 5}" cy="${ly + 36}" r="5" fill="none" stroke="${COLORS.anchor}" stroke-width="1.5"/><text x="${lx + 16}" y="${ly + 40}">FlashMLA on H200 (same harness)</text>`);
   out.push(`</g>`);
   out.push(`</g>`);
   out.push(`</svg>`);

@@ -6,7 +6,7 @@ import { getMlaMetadata } from "../mla/sched/MlaSchedMeta.js";
 import { checkPlanFitsHeads, sparseKernelName } from "../mla/sparse/chooseSparseKernel.js";
 import { Rng } from "../numeric/random.js";
 import { mlaCost, type MlaCost, type MlaShape } from "../roofline/mlaCost.js";
-import type { Bound, Roofs } from "../roofline/roofline.js";
+import { roofline, type Bound, type Roofs } from "../roofline/roofline.js";
 import type { Device } from "../runtime/Device.js";
 import type { Stream } from "../runtime/Stream.js";
 import { Tensor } from "../runtime/Tensor.js";
@@ -30,7 +30,7 @@ export interface BenchCaseResult {
   case: string;
   group?: string;
   kind: "dense" | "sparse";
-  /** The roof BENCH.md says binds for this case. */
+  /** The roof that binds the call under the run's roofs, by the cost model (see caseBound). */
   bound: Bound;
   /** The main kernel that served the case (its registry name). */
   kernel: KernelName;
@@ -87,7 +87,7 @@ export interface RunBenchCaseOptions {
   onStage?: (stage: "setup" | "timing" | "check") => void;
 }
 
-/** The smallest rotation BENCH.md allows, and a cap that keeps setup time sane. */
+/** The smallest rotation that keeps a case's inputs out of the L2, and a cap that keeps setup time sane. */
 const MIN_SETS = 4;
 const MAX_SETS = 16;
 
@@ -117,7 +117,6 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
     case: c.name,
     ...(c.group !== undefined ? { group: c.group } : {}),
     kind: c.kind,
-    bound: c.bound,
     kernel,
     ...(c.anchor !== undefined ? { anchor: c.anchor } : {}),
     ...(c.firstBar !== undefined ? { firstBar: c.firstBar } : {}),
@@ -142,7 +141,8 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
     const measured = timeUs === undefined ? undefined : { timeUs, smCount: opts.device.smCount, clockMhz: opts.device.clockRateKHz / 1000, b: c.b, s_q: c.s_q, h_q: c.h_q, topk: c.topk! };
     return { cycleBudget: benchCycleBudget(c.h_q, { crossover, peakTflops: opts.roofs.tflops, measuredTflops, ...(measured !== undefined ? { measured } : {}) }) };
   };
-  if (unsupported !== undefined) return { ...base, status: "not-available", reason: unsupported, shape, model, cost, ...budget() };
+  const bound = (k: MlaCost): Bound => roofline(k, opts.roofs).bound;
+  if (unsupported !== undefined) return { ...base, bound: bound(cost), status: "not-available", reason: unsupported, shape, model, cost, ...budget() };
 
   const { device, stream } = opts;
   const sets: InputSet[] = [];
@@ -223,6 +223,7 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
     const figures = benchFigures(c, cost, timeUs.median, opts.roofs);
     const result: BenchCaseResult = {
       ...base,
+      bound: figures.bound,
       status: check.ok ? "ok" : "check-failed",
       shape,
       model,
@@ -241,7 +242,7 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
     else if (times.hostOutran) result.reason = "the host could not queue calls ahead of the GPU: times are upper bounds";
     return result;
   } catch (e) {
-    return { ...base, status: "error", reason: e instanceof Error ? e.message : String(e), shape, model, cost, ...budget() };
+    return { ...base, bound: bound(cost), status: "error", reason: e instanceof Error ? e.message : String(e), shape, model, cost, ...budget() };
   } finally {
     try {
       stream.synchronize();

@@ -51,7 +51,7 @@ const sleepCell = new Int32Array(new SharedArrayBuffer(4));
 const MAX_SPIN_US = 2_000_000;
 
 /**
- * Times `calls` on the GPU the way BENCH.md asks: warm-up first, then `iters` calls, call i being
+ * Times `calls` on the GPU as FlashMLA's benchmark does: warm-up first, then `iters` calls, call i being
  * `calls[i % calls.length]` (so inputs rotate over the sets the calls close over), each between two
  * CUDA events. Before the first timed call the stream is held by a spin kernel for longer than the
  * host needs to queue all of them, so every interval measures device work back to back, never the

@@ -1,6 +1,6 @@
 import { gpuCeilings, mmaFlopPerClockPerSm, referenceCeiling, type Ceiling, type GpuSpec } from "./gpus.js";
 import { mlaCost, type MlaCost, type MlaShape } from "./mlaCost.js";
-import { measuredPoint, roofline, type MeasuredPoint, type RooflinePoint } from "./roofline.js";
+import { measuredPoint, roofline, type Bound, type MeasuredPoint, type RooflinePoint } from "./roofline.js";
 import { sparseCycleBudget, type SparseCycleBudget } from "./sparseCycles.js";
 
 /** One roof of the GPU with the call placed under it. */
@@ -15,6 +15,8 @@ export interface RooflineReport {
   ceilings: PlacedCeiling[];
   /** The label of the roof achieved figures are quoted against (measured where known). */
   reference: Ceiling["label"];
+  /** The roof that binds under the reference roof: the one answer every command quotes for the call. */
+  bound: Bound;
   /** A measured time for the call, turned into figures against the reference roof. */
   measured?: MeasuredPoint;
   /** Sparse only: the per-token cycle budget, its ceilings scaled by the reference peak. */
@@ -46,6 +48,7 @@ export function rooflineReport(shape: MlaShape, gpu: GpuSpec, options: RooflineR
     gpu: { key: gpu.key, name: gpu.name, sms: gpu.sms, maxSmClockMhz: gpu.maxSmClockMhz, peakClockMhz: gpu.peakClockMhz },
     ceilings,
     reference: ref.label,
+    bound: roofline(cost, ref).bound,
   };
   if (options.measuredTimeUs !== undefined) report.measured = measuredPoint(cost, options.measuredTimeUs, ref);
   if (shape.kind === "sparse") {

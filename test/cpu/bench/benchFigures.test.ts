@@ -43,8 +43,18 @@ test("benchFigures() judges time targets with ≤, so 43.5 µs meets dense-b1's 
   assert.equal(benchFigures(c, cost, 43.5, ROOFS).firstBar?.met, true);
   assert.equal(benchFigures(c, cost, 43.6, ROOFS).firstBar?.met, false);
   assert.equal(benchFigures(c, cost, 19.9, ROOFS).goal?.met, true);
-  // Bound by latency, not by intensity (≈ 240 FLOP/B is past the ridge): quoted against bandwidth.
-  assert.equal(benchFigures(c, cost, 43.5, ROOFS).bound, "memory");
+  // The cost model's bound, as flashmla roofline gives it: ≈ 240 FLOP/B is past the ridge, so compute,
+  // quoted in TFLOPS against the tensor roof.
+  const f = benchFigures(c, cost, 43.5, ROOFS);
+  assert.equal(f.bound, "compute");
+  assert.deepEqual(f.headline, { metric: "tflops", value: f.tflops });
+  assert.equal(f.percentOfCeiling, (100 * f.tflops) / ROOFS.tflops);
+});
+
+test("benchFigures() takes the bound from the roofs it is given: under a ridge past 240 FLOP/B dense-b1 is memory-bound", () => {
+  const c = caseNamed("dense-b1");
+  const cost = mlaCost(benchCaseShape(c));
+  assert.equal(benchFigures(c, cost, 43.5, { tflops: 989.4, gbPerS: 3350 }).bound, "memory");
 });
 
 test("benchFigures() quotes sparse-h16 by its FP8 cache read against the bandwidth roof, for its goal too", () => {

@@ -1,4 +1,4 @@
-import { benchCaseByName, benchCaseShape } from "../../../src/bench/cases.js";
+import { benchCaseByName, benchCaseShape, caseBound } from "../../../src/bench/cases.js";
 import { benchCycleBudget } from "../../../src/bench/benchCycleBudget.js";
 import { benchFigures } from "../../../src/bench/benchFigures.js";
 import type { BenchCaseResult } from "../../../src/bench/runBenchCase.js";
@@ -11,9 +11,10 @@ export const ROOFS = { tflops: 767, gbPerS: 4138 };
 
 /**
  * A result as runBenchCase() would return it for case `name` timed at `timeUs` (median exactly, min 1 µs
- * less, p90 1.4 µs more) by the kernel flashMlaWithKvcache chooses for it, check ok.
+ * less, p90 1.4 µs more) by the kernel flashMlaWithKvcache chooses for it, check ok, figured against
+ * `roofs` (the run's measured ceilings).
  */
-export function timedResult(name: string, timeUs: number): BenchCaseResult {
+export function timedResult(name: string, timeUs: number, roofs: { tflops: number; gbPerS: number } = ROOFS): BenchCaseResult {
   const c = benchCaseByName(name)!;
   const model = benchCaseShape(c);
   const cost = mlaCost(model);
@@ -22,7 +23,7 @@ export function timedResult(name: string, timeUs: number): BenchCaseResult {
     case: c.name,
     ...(c.group !== undefined ? { group: c.group } : {}),
     kind: c.kind,
-    bound: c.bound,
+    bound: caseBound(c, roofs),
     kernel: chooseKernel(c),
     status: "ok",
     shape: { b: c.b, h_q: c.h_q, h_kv: c.h_kv, s_q: c.s_q, causal: c.causal, seqlens: { min: 1, mean: 2, max: 3 } },
@@ -32,7 +33,7 @@ export function timedResult(name: string, timeUs: number): BenchCaseResult {
     sets: 4,
     setBytes: 300e6,
     hostOutran: false,
-    figures: benchFigures(c, cost, timing.median, ROOFS),
+    figures: benchFigures(c, cost, timing.median, roofs),
     check: {
       ok: true, rows: 32, badElements: 0,
       out: { ok: true, count: 16384, mismatches: 0, maxAbsError: 1e-4, maxRelError: 0.5, cosDiff: 1e-6, message: "out ok" },
@@ -61,7 +62,7 @@ export function notAvailableResult(name: string): BenchCaseResult {
   const c = benchCaseByName(name)!;
   const model = benchCaseShape(c);
   return {
-    case: c.name, kind: c.kind, bound: c.bound, kernel: chooseKernel(c), status: "not-available",
+    case: c.name, kind: c.kind, bound: caseBound(c, ROOFS), kernel: chooseKernel(c), status: "not-available",
     reason: "not available: a dense override forced on a sparse case",
     shape: { b: c.b, h_q: c.h_q, h_kv: c.h_kv, s_q: c.s_q, causal: c.causal, seqlens: { min: 1, mean: 1, max: 1 } },
     model, cost: mlaCost(model),
