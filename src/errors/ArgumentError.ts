@@ -19,3 +19,22 @@ export class ArgumentError extends TypeError {
 export function formatShape(shape: readonly number[]): string {
   return `[${shape.join(", ")}]`;
 }
+
+/** A value as an error message names it: its class for objects, else its type and value ("number NaN"). */
+export function describeValue(v: unknown): string {
+  if (v === undefined) return "undefined";
+  if (v === null) return "null";
+  if (typeof v === "object") return (v as object).constructor?.name ?? "object";
+  if (typeof v === "function") return `function ${v.name || "(anonymous)"}`;
+  return `${typeof v} ${String(v)}`;
+}
+
+/**
+ * An options argument: undefined becomes `{}`; anything but a plain object (null, a number, an array)
+ * is refused, so that reading a field of it cannot throw a bare TypeError.
+ */
+export function optionsObject<T extends object>(fn: string, argument: string, v: T | undefined): Partial<T> {
+  if (v === undefined) return {};
+  if (v === null || typeof v !== "object" || Array.isArray(v)) throw new ArgumentError(fn, argument, "an options object or undefined", describeValue(v));
+  return v;
+}

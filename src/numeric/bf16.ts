@@ -1,3 +1,4 @@
+import { checkFloatValues, checkTypedArray, type FloatValues } from "./checkArrayArgument.js";
 import { f32Bits, f32FromBits } from "./f32Bits.js";
 
 /**
@@ -44,15 +45,17 @@ export function bf16BitsToF32(bits: number): number {
   return f32FromBits((bits & 0xffff) << 16);
 }
 
-/** Rounds each element with `f32ToBf16Bits`. */
-export function f32ArrayToBf16(src: ArrayLike<number>): Uint16Array {
+/** Rounds each element with `f32ToBf16Bits` (to f32, then to bf16, nearest even): bf16 bit patterns. */
+export function f32ArrayToBf16(src: FloatValues): Uint16Array {
+  checkFloatValues("f32ArrayToBf16", "src", src);
   const out = new Uint16Array(src.length);
   for (let i = 0; i < src.length; i++) out[i] = roundF32BitsToBf16(f32Bits(src[i]), 0);
   return out;
 }
 
-/** Decodes each bfloat16 pattern exactly with `bf16BitsToF32`. */
+/** Decodes each bfloat16 bit pattern exactly with `bf16BitsToF32`. */
 export function bf16ArrayToF32(src: Uint16Array): Float32Array {
+  checkTypedArray("bf16ArrayToF32", "src", src, Uint16Array, "bf16 bit patterns");
   const out = new Float32Array(src.length);
   const outBits = new Uint32Array(out.buffer);
   for (let i = 0; i < src.length; i++) outBits[i] = src[i] << 16;

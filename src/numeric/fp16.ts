@@ -1,3 +1,4 @@
+import { checkFloatValues, checkTypedArray, type FloatValues } from "./checkArrayArgument.js";
 import { f32Bits } from "./f32Bits.js";
 
 // f32 biased exponent of 2^-14, the smallest fp16 normal, and the rebias between the two formats.
@@ -67,15 +68,17 @@ export function fp16BitsToF32(bits: number): number {
   return sign * (0x400 + mantissa) * 2 ** (exponent - 25);
 }
 
-/** Rounds each element with `f32ToFp16Bits`. */
-export function f32ArrayToFp16(src: ArrayLike<number>): Uint16Array {
+/** Rounds each element with `f32ToFp16Bits` (to f32, then to IEEE half, nearest even): fp16 bit patterns. */
+export function f32ArrayToFp16(src: FloatValues): Uint16Array {
+  checkFloatValues("f32ArrayToFp16", "src", src);
   const out = new Uint16Array(src.length);
   for (let i = 0; i < src.length; i++) out[i] = roundF32BitsToFp16(f32Bits(src[i]), 0);
   return out;
 }
 
-/** Decodes each IEEE half pattern exactly with `fp16BitsToF32`. */
+/** Decodes each IEEE half bit pattern exactly with `fp16BitsToF32`. */
 export function fp16ArrayToF32(src: Uint16Array): Float32Array {
+  checkTypedArray("fp16ArrayToF32", "src", src, Uint16Array, "fp16 bit patterns");
   const out = new Float32Array(src.length);
   for (let i = 0; i < src.length; i++) out[i] = fp16BitsToF32(src[i]);
   return out;

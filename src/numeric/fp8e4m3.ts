@@ -29,6 +29,13 @@ export function fp8E4m3ToF32(code: number): number {
   return DECODE_TABLE[code & 0xff];
 }
 
+/** Decodes each e4m3fn code exactly with `fp8E4m3ToF32` (a table lookup). */
+export function fp8E4m3ArrayToF32(codes: Uint8Array): Float32Array {
+  const out = new Float32Array(codes.length);
+  for (let i = 0; i < codes.length; i++) out[i] = DECODE_TABLE[codes[i]];
+  return out;
+}
+
 /**
  * Rounds `x` to f32 (Math.fround) and then to an OCP e4m3fn code, nearest even, the way PyTorch's
  * c10 cast does (FLASHMLA.md §3), without saturation:

@@ -1,5 +1,6 @@
 import { ArgumentError } from "../errors/ArgumentError.js";
 import { bf16BitsToF32, f32ToBf16Bits } from "./bf16.js";
+import { checkTypedArray } from "./checkArrayArgument.js";
 import { f32Bits, f32FromBits } from "./f32Bits.js";
 import { FP8_E4M3_MAX, FP8_E4M3_NAN, f32ToFp8E4m3, fp8E4m3ToF32 } from "./fp8e4m3.js";
 
@@ -119,6 +120,7 @@ export function dequantizeKvTokenV32(src: Uint8Array, srcOffset: number, dst: Ui
 
 /** Quantizes a `[numTokens, 576]` bf16 KV cache (row-major bit patterns) to `[numTokens, 656]` V32 bytes. */
 export function quantizeKvCacheV32(kv: Uint16Array): Uint8Array {
+  checkTypedArray("quantizeKvCacheV32", "kv", kv, Uint16Array, "bf16 bit patterns [numTokens, 576] (for a Tensor use quantizeKvCacheFp8)");
   if (kv.length % D_QK !== 0) {
     throw new ArgumentError("quantizeKvCacheV32", "kv", `a multiple of ${D_QK} bf16 elements ([numTokens, ${D_QK}])`, `${kv.length}`);
   }
@@ -130,6 +132,7 @@ export function quantizeKvCacheV32(kv: Uint16Array): Uint8Array {
 
 /** Dequantizes `[numTokens, 656]` V32 bytes back to a `[numTokens, 576]` bf16 KV cache. */
 export function dequantizeKvCacheV32(bytes: Uint8Array): Uint16Array {
+  checkTypedArray("dequantizeKvCacheV32", "bytes", bytes, Uint8Array, "V32 FP8 tokens [numTokens, 656]");
   if (bytes.length % FP8_TOKEN_BYTES !== 0) {
     throw new ArgumentError(
       "dequantizeKvCacheV32",
