@@ -10,10 +10,11 @@ import { registerCheckCommand } from "./commands/check.js";
 import { registerInfoCommand } from "./commands/info.js";
 import { registerRooflineCommand } from "./commands/roofline.js";
 import { registerStartCommand } from "./commands/start.js";
+import { commandNamed, reportCommanderErrors, reportFailure, USAGE_EXIT_CODE, wantsJson } from "./cliErrors.js";
 import { packageVersion } from "./options.js";
+import pc from "picocolors";
 
-/** Exit status for a command line that cannot be run as given (unknown command or option, bad value). */
-export const USAGE_EXIT_CODE = 2;
+export { USAGE_EXIT_CODE };
 
 /**
  * The `flashmla` program with every command registered. Each command lives in
@@ -22,11 +23,11 @@ export const USAGE_EXIT_CODE = 2;
 export function createProgram(): Command {
   const program = new Command("flashmla")
     .description("FlashMLA-class MLA decode attention for Node.js on NVIDIA Hopper GPUs, with a CPU reference")
-    .version(packageVersion(), "-V, --version")
-    .showHelpAfterError()
-    // Commander ends every error with status 1; here a bad command line is status 2. Subcommands
-    // registered below inherit this.
-    .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : USAGE_EXIT_CODE));
+    .version(packageVersion(), "-V, --version");
+  // A bad command line is one line with a hint and status 2 (commander: its message, status 1).
+  // Set before the commands are registered: a command that sets no handler of its own (info)
+  // inherits this one.
+  reportCommanderErrors(program, (code: number): never => process.exit(code));
 
   registerInfoCommand(program);
   registerRooflineCommand(program, { detectGpuName });
@@ -43,11 +44,13 @@ function detectGpuName(): string | undefined {
 
 
 async function main(): Promise<void> {
+  const program = createProgram();
   try {
-    await createProgram().parseAsync(process.argv);
+    await program.parseAsync(process.argv);
   } catch (e) {
-    process.stderr.write(`flashmla: ${e instanceof Error ? e.message : String(e)}\n`);
-    process.exitCode = 1;
+    // What no command caught: reported like any failure, as JSON too when --json was asked for.
+    const io = { out: (s: string) => void process.stdout.write(s), err: (s: string) => void process.stderr.write(s), errColors: pc.createColors(false) };
+    process.exitCode = reportFailure(io, commandNamed(program), { kind: "error", message: e instanceof Error ? e.message : String(e) }, wantsJson(program));
   }
 }
 

@@ -1,12 +1,13 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { Command, Option } from "commander";
-import { BENCH_CASES, benchCaseByName, type BenchCase } from "../../bench/cases.js";
+import { analysisGpu } from "../../bench/analysisGpu.js";
+import { BENCH_CASES, benchCaseByName, caseBound, type BenchCase } from "../../bench/cases.js";
 import { BenchProgress, progressMode } from "../../bench/BenchProgress.js";
-import { benchRecord, type BenchRecord } from "../../bench/benchRecord.js";
+import { benchRecord, ceilingsLine, type BenchRecord } from "../../bench/benchRecord.js";
 import { benchRooflineSvg } from "../../bench/benchRooflineSvg.js";
 import { benchTable } from "../../bench/benchTable.js";
-import type { CeilingsCache } from "../../bench/CeilingsCache.js";
+import { CeilingsCache } from "../../bench/CeilingsCache.js";
 import { cliIo, type CliIo } from "../../bench/cliIo.js";
 import { gitCommit } from "../../bench/gitCommit.js";
 import { gpuEnvironment } from "../../bench/gpuEnvironment.js";
@@ -16,15 +17,15 @@ import { resolveCeilings } from "../../bench/resolveCeilings.js";
 import { runBenchCase, type BenchCaseResult } from "../../bench/runBenchCase.js";
 import { CROSSOVER_PARTNER, crossoverGain, crossoverGainText, wantsCrossoverGain, type CrossoverGain } from "../../bench/crossoverGain.js";
 import { chooseKernel } from "../../mla/chooseKernel.js";
-import { gpuSpecFromName, type Ceiling } from "../../roofline/gpus.js";
+import { gpuSpecFromName, referenceCeiling, type Ceiling } from "../../roofline/gpus.js";
 import { ridgePoint } from "../../roofline/roofline.js";
 import type { Device } from "../../runtime/Device.js";
 import { Stream } from "../../runtime/Stream.js";
-import { USAGE_EXIT_CODE } from "./roofline.js";
-import { fmt, intAtLeast, nonNegativeInteger } from "../options.js";
+import { CASE_LIST_HINT, unknownCaseFailure } from "../caseNames.js";
+import { FAILURE_EXIT_CODE, USAGE_EXIT_CODE, reportCommanderErrors, reportFailure, type CliFailure } from "../cliErrors.js";
+import { intAtLeast, nonNegativeInteger } from "../options.js";
 
-/** Exit status when a check failed, or the command could not do its job (no GPU). */
-export const FAILURE_EXIT_CODE = 1;
+export { FAILURE_EXIT_CODE };
 
 /** What the GPU commands (bench, ceilings, check, start) need from outside; tests inject these. */
 export interface GpuCommandDeps {
@@ -55,7 +56,7 @@ Examples:
     $ flashmla bench
   Two cases, 100 timed calls each:
     $ flashmla bench --case dense-compute dense-b1 --iters 100
-  Everything in BENCH.md, with the roofline plot and the JSON record under bench/results/:
+  Every case, with the roofline plot and the JSON record under bench/results/:
     $ flashmla bench --all --svg --json bench/results/h200.json
   FlashMLA's performance grid only (16 cases):
     $ flashmla bench --case dense-grid
@@ -66,52 +67,57 @@ Examples:
   What can be run:
     $ flashmla bench --list
 
+The cases (--list shows each shape): FlashMLA's benchmark shapes at b = 128 (compute-bound at 128
+heads, memory-bound at 16 and 64, FlashMLA's 16-case dense grid), one 32K request (dense-b1), an
+uneven batch (dense-uneven), short contexts (dense-short-h16), and DeepSeek V3.2's sparse FP8 decode
+at 128, 64 and 16 heads (topk 2048, and 32768 for sparse-long-topk). Each carries FlashMLA's time on an
+H200 under this harness and our targets (first bar, goal).
 Each case: ≥ 4 input sets built on the GPU (together well over the L2), warm-up, then the whole call
 (main kernel + combine) between CUDA events, median of --iters; its output is checked against the
 float64 CPU reference on sampled rows. Sparse cases use FlashMLA's benchmark data (distinct random
 indices, attn_sink on, softmax scale 576^-0.55), count N_unique from the indices drawn, quote
 sparse-h16 by its FP8 cache read and print the seed's cycle budget. Every case runs the kernel
 flashMlaWithKvcache chooses for its shape (--list names it); h_q = 128 sparse cases, which h128x serves,
-are timed again with m64 for the measured crossover gain (m64 µs / h128x µs). Ceilings come from \`flashmla ceilings\` (cached per GPU and driver).
+are timed again with m64 for the measured crossover gain (m64 µs / h128x µs). The roofs are this GPU's
+ceilings (\`flashmla ceilings\`, cached per GPU and driver); the table, the record and the plot all
+use them, and the bound is the roof the cost model says binds under them (\`flashmla roofline\`).
+With --json and no FILE, stdout is one JSON document: the record, or { "error": … } on a failure.
 Exit status: 0 ok, 1 a check failed or no GPU, ${USAGE_EXIT_CODE} bad command line.`;
 
 /**
- * Adds `bench` to `program`: times named cases of BENCH.md with a chosen kernel and prints a table,
- * optionally a JSON record and an SVG roofline plot.
+ * Adds `bench` to `program`: times named cases with the kernel flashMlaWithKvcache chooses and prints
+ * a table, optionally a JSON record and an SVG roofline plot.
  */
 export function registerBenchCommand(program: Command, deps: GpuCommandDeps = {}): Command {
   const exit = deps.exit ?? ((code: number): never => process.exit(code));
   const cmd = program
     .command("bench")
     .description("Time named MLA decode cases on the GPU through flashMlaWithKvcache: µs, TFLOPS, GB/s, % of the measured ceiling, FlashMLA's figure, targets")
-    .addOption(new Option("--case <names...>", "cases to run (names of BENCH.md, comma-separated or repeated; dense-grid = its 16 cases)"))
-    .addOption(new Option("--all", "run every case of BENCH.md"))
+    .addOption(new Option("--case <names...>", "cases to run (names from --list, comma-separated or repeated; dense-grid = its 16 cases)"))
+    .addOption(new Option("--all", "run every case"))
     .addOption(new Option("--iters <n>", "timed calls per case (median of these; at least 20)").argParser(intAtLeast(20)).default(40))
     .addOption(new Option("--seed <n>", "seed of the lengths, block tables and data").argParser(nonNegativeInteger).default(1))
     .addOption(new Option("--json [file]", "write the JSON record to FILE (without FILE: print it instead of the table)"))
     .addOption(new Option("--svg [file]", "write the roofline plot (default file: bench/results/bench-<gpu>-<time>.svg)"))
     .addOption(new Option("--fresh-ceilings", "measure the ceilings again instead of reading the cache"))
     .addOption(new Option("--list", "list the cases and the kernel that serves each, then exit"))
-    .addHelpText("after", EXAMPLES)
-    .exitOverride((err) => exit(err.exitCode === 0 ? 0 : USAGE_EXIT_CODE));
+    .addHelpText("after", EXAMPLES);
+  reportCommanderErrors(cmd, exit, "bench");
 
   cmd.action(async (opts: BenchOptions) => {
     const io = cliIo(cmd);
-    const usage = (message: string): never => cmd.error(`error: ${message}`, { exitCode: USAGE_EXIT_CODE, code: "flashmla.usage" });
+    const json = opts.json !== undefined;
+    const fail = (f: CliFailure): never => exit(reportFailure(io, "bench", f, json));
     if (opts.list === true) {
-      io.out(listText());
+      io.out(listText(deps.cache ?? new CeilingsCache()));
       return;
     }
-    if (opts.all === true && opts.case !== undefined) usage("give --case or --all, not both");
-    const cases = opts.all === true ? [...BENCH_CASES] : resolveCases(opts.case ?? [...HEADLINE_CASES], usage);
+    if (opts.all === true && opts.case !== undefined) fail({ kind: "usage", message: "give --case or --all, not both" });
+    const cases = opts.all === true ? [...BENCH_CASES] : resolveCases(opts.case ?? [...HEADLINE_CASES], fail);
 
     const probe = (deps.probeGpu ?? probeGpu)();
-    if (!probe.ok) {
-      io.err(noGpuText("bench", probe.reason, io));
-      exit(FAILURE_EXIT_CODE);
-      return;
-    }
-    const code = guarded(io, "bench", () =>
+    if (!probe.ok) return fail(noGpuFailure("bench", probe.reason));
+    const code = guarded(io, "bench", json, () =>
       runBench({ cases, iters: opts.iters, seed: opts.seed, json: opts.json, svg: opts.svg, freshCeilings: opts.freshCeilings === true }, probe.device, io, deps, "bench"),
     );
     if (code !== 0) exit(code);
@@ -150,6 +156,7 @@ export function runBench(req: BenchRequest, device: Device, io: CliIo, deps: Gpu
     progress.start(120, "ceilings");
     const ceilings = resolveCeilings(device, env, { fresh: req.freshCeilings, cache: deps.cache, onProgress: () => progress.tick() });
     const spec = gpuSpecFromName(env.name);
+    // The run's one set of roofs: the table's "% ceil" and bound, the record and the plot all use it.
     const reference: Ceiling = {
       label: "measured",
       tflops: ceilings.record.gemmTflops,
@@ -202,30 +209,28 @@ export function runBench(req: BenchRequest, device: Device, io: CliIo, deps: Gpu
       results,
       crossoverGains: gains,
     });
+    // Files first: a failure to write one must not follow a record already printed on stdout,
+    // which with --json has to stay one JSON document.
+    const wrote: string[] = [];
+    if (typeof req.json === "string") wrote.push(writeFile(req.json, `${JSON.stringify(record, null, 2)}\n`));
+    if (req.svg !== undefined) {
+      const file = req.svg === true ? path.join("bench", "results", `bench-${slug(env.name)}-${record.createdAt.replace(/[:.]/g, "-")}.svg`) : req.svg;
+      wrote.push(writeFile(file, benchRooflineSvg(record)));
+    }
     if (req.json === true) {
       io.out(`${JSON.stringify(record, null, 2)}\n`);
+      for (const f of wrote) io.err(`wrote ${f}\n`);
     } else {
       const clock = env.smClockMhzNow !== undefined ? `, SM clock now ${env.smClockMhzNow} MHz` : "";
       io.out(
         `${c.bold(`flashmla ${commandName}: flashMlaWithKvcache (${kernelLabel}) on ${env.name}`)} (${env.smCount} SMs, max SM clock ${env.maxSmClockMhz} MHz${clock}), ` +
           `driver ${env.driverVersion}, CUDA ${env.cudaDriverVersion}, commit ${commit.commit === "unknown" ? "unknown" : commit.commit.slice(0, 10)}${commit.dirty === true ? "+dirty" : ""}\n`,
       );
-      const ds = spec === undefined ? "" : `; datasheet ${fmt(spec.datasheetTflops, 0)} TFLOPS, ${fmt(spec.datasheetGbPerS, 0)} GB/s`;
-      io.out(
-        `ceilings (${ceilings.source === "cache" ? `cached, measured ${ceilings.record.measuredAt}` : "measured in this run"}): ` +
-          `${fmt(ceilings.record.gemmTflops, 0)} TFLOPS bf16, ${fmt(ceilings.record.readGbPerS, 0)} GB/s read, ${fmt(ceilings.record.copyGbPerS, 0)} GB/s copy${ds}\n`,
-      );
+      io.out(`${ceilingsLine(record)}\n`);
       if (ceilings.cacheError !== undefined) io.out(c.dim(`note: the ceilings could not be cached: ${ceilings.cacheError}\n`));
       io.out(benchTable(results, { colors: c }));
       for (const g of gains) io.out(`${crossoverGainText(g)}\n`);
-    }
-    if (typeof req.json === "string") io.out(`wrote ${writeFile(req.json, `${JSON.stringify(record, null, 2)}\n`)}\n`);
-    if (req.svg !== undefined) {
-      const file = req.svg === true ? path.join("bench", "results", `bench-${slug(env.name)}-${record.createdAt.replace(/[:.]/g, "-")}.svg`) : req.svg;
-      const line = `wrote ${writeFile(file, benchRooflineSvg(record))}\n`;
-      // With the record on stdout, stdout must stay pure JSON.
-      if (req.json === true) io.err(line);
-      else io.out(line);
+      for (const f of wrote) io.out(`wrote ${f}\n`);
     }
   } finally {
     progress.stop();
@@ -241,48 +246,52 @@ export function runBench(req: BenchRequest, device: Device, io: CliIo, deps: Gpu
 
 /**
  * Runs a command's work and turns an unexpected error (a CUDA error, kernels not built) into a
- * message on stderr and exit status 1 instead of a stack trace.
+ * failure report (stderr, and { "error" } on stdout for --json) and exit status 1 instead of a stack
+ * trace.
  */
-export function guarded(io: CliIo, command: string, work: () => number): number {
+export function guarded(io: CliIo, command: string, json: boolean, work: () => number): number {
   try {
     return work();
   } catch (e) {
-    io.err(`${io.errColors.red(`flashmla ${command}: failed`)}: ${e instanceof Error ? e.message : String(e)}\n`);
-    return FAILURE_EXIT_CODE;
+    return reportFailure(io, command, { kind: "error", message: e instanceof Error ? e.message : String(e) }, json);
   }
 }
 
-/** The message for a GPU command run where no usable GPU is. */
-export function noGpuText(command: string, reason: string, io: CliIo): string {
-  return (
-    `${io.errColors.red(`flashmla ${command}: no GPU`)}: ${reason}\n` +
-    `flashmla ${command} needs an NVIDIA Hopper GPU (H100, H200, H800). Without one, \`flashmla roofline --case NAME\` gives the analysis and \`flashmla start\` runs the CPU reference.\n`
-  );
+/** The failure of a GPU command run where no usable GPU is, with what works without one. */
+export function noGpuFailure(command: string, reason: string): CliFailure {
+  return {
+    kind: "no-gpu",
+    message: reason,
+    detail: `flashmla ${command} needs an NVIDIA Hopper GPU (H100, H200, H800). Without one, \`flashmla roofline --case NAME\` gives the analysis and \`flashmla start\` runs the CPU reference.`,
+  };
 }
 
-function resolveCases(names: readonly string[], usage: (m: string) => never): BenchCase[] {
+function resolveCases(names: readonly string[], fail: (f: CliFailure) => never): BenchCase[] {
   const out: BenchCase[] = [];
   for (const name of names.flatMap((n) => n.split(",")).map((n) => n.trim()).filter((n) => n !== "")) {
     const one = benchCaseByName(name);
     const group = BENCH_CASES.filter((x) => x.group === name);
     const found = one !== undefined ? [one] : group;
-    if (found.length === 0) {
-      const known = BENCH_CASES.filter((x) => x.group === undefined).map((x) => x.name);
-      usage(`unknown case '${name}'; known cases: ${known.join(", ")}, dense-grid (or one dense-grid-* case); see --list`);
-    }
+    if (found.length === 0) fail(unknownCaseFailure(name));
     for (const c of found) if (!out.includes(c)) out.push(c);
   }
-  if (out.length === 0) usage("no case given");
+  if (out.length === 0) fail({ kind: "usage", message: "no case given", hint: CASE_LIST_HINT });
   return out;
 }
 
-function listText(): string {
-  const lines = ["Cases (BENCH.md), each with the kernel flashMlaWithKvcache runs for it:"];
+/**
+ * `bench --list`: every case with the kernel that serves it and the roof that binds it under the
+ * H200's measured roofs (this machine's when it has measured them), as `flashmla roofline` says.
+ */
+function listText(cache: CeilingsCache): string {
+  const roofs = referenceCeiling(analysisGpu("h200", cache).spec);
+  const lines = ["Cases, each with the kernel flashMlaWithKvcache runs for it and the roof that binds it on an H200:"];
   for (const c of BENCH_CASES) {
     const lens = c.seqlens.kind === "fixed" ? `s_k ${c.seqlens.s_k}` : c.seqlens.kind === "varlen" ? `s_k ~${c.seqlens.mean} varlen` : `s_k ${c.seqlens.values.join("/")}`;
     const head = HEADLINE_CASES.includes(c.name) ? " [headline]" : "";
-    lines.push(`  ${c.name.padEnd(28)} ${c.kind.padEnd(6)} ${chooseKernel(c).padEnd(18)} b=${c.b} h_q=${c.h_q} s_q=${c.s_q} ${lens}${c.causal ? " causal" : ""}${c.topk !== undefined ? ` topk ${c.topk}` : ""}  (${c.bound})${head}`);
+    lines.push(`  ${c.name.padEnd(28)} ${c.kind.padEnd(6)} ${chooseKernel(c).padEnd(18)} b=${c.b} h_q=${c.h_q} s_q=${c.s_q} ${lens}${c.causal ? " causal" : ""}${c.topk !== undefined ? ` topk ${c.topk}` : ""}  (${caseBound(c, roofs)})${head}`);
   }
+  lines.push("[headline]: what flashmla start (npm start) runs. Any case in detail: flashmla roofline --case NAME");
   return `${lines.join("\n")}\n`;
 }
 

@@ -8,8 +8,8 @@ import { probeGpu } from "../../bench/probeGpu.js";
 import { resolveCeilings } from "../../bench/resolveCeilings.js";
 import { gpuSpecFromName, type GpuSpec } from "../../roofline/gpus.js";
 import { ridgePoint } from "../../roofline/roofline.js";
-import { FAILURE_EXIT_CODE, guarded, noGpuText, type GpuCommandDeps } from "./bench.js";
-import { USAGE_EXIT_CODE } from "./roofline.js";
+import { guarded, noGpuFailure, type GpuCommandDeps } from "./bench.js";
+import { FAILURE_EXIT_CODE, USAGE_EXIT_CODE, reportCommanderErrors, reportFailure } from "../cliErrors.js";
 import { fmt, intAtLeast } from "../options.js";
 
 interface CeilingsOptions {
@@ -31,6 +31,7 @@ Kernels (kernels/bench/ceilings.cu): a 1 GiB device-to-device copy with 16-byte 
 read + written), a read-only stream of the same buffer, and a bf16 wgmma m64n256k16 loop with both
 operands in shared memory on every SM. CUDA events, median of --iters after warm-up. The cache is
 ~/.cache/flashmla-ts/ceilings.json (FLASHMLA_CACHE_DIR overrides), keyed by GPU name and driver.
+With --json, stdout is one JSON document: the record, or { "error": … } on a failure.
 Exit status: 0 ok, 1 no GPU or a failure, ${USAGE_EXIT_CODE} bad command line.`;
 
 /**
@@ -45,19 +46,16 @@ export function registerCeilingsCommand(program: Command, deps: GpuCommandDeps =
     .addOption(new Option("--fresh", "measure even when the cache holds this GPU and driver"))
     .addOption(new Option("--iters <n>", "timed launches per kernel (at least 20)").argParser(intAtLeast(20)).default(30))
     .addOption(new Option("--json", "print the record as JSON"))
-    .addHelpText("after", EXAMPLES)
-    .exitOverride((err) => exit(err.exitCode === 0 ? 0 : USAGE_EXIT_CODE));
+    .addHelpText("after", EXAMPLES);
+  reportCommanderErrors(cmd, exit, "ceilings");
 
   cmd.action(async (opts: CeilingsOptions) => {
     const io = cliIo(cmd);
+    const json = opts.json === true;
     const probe = (deps.probeGpu ?? probeGpu)();
-    if (!probe.ok) {
-      io.err(noGpuText("ceilings", probe.reason, io));
-      exit(FAILURE_EXIT_CODE);
-      return;
-    }
+    if (!probe.ok) return exit(reportFailure(io, "ceilings", noGpuFailure("ceilings", probe.reason), json));
     const device = probe.device;
-    const code = guarded(io, "ceilings", () => {
+    const code = guarded(io, "ceilings", json, () => {
       const cache = deps.cache ?? new CeilingsCache();
       const env = gpuEnvironment(device);
       const progress = new BenchProgress(progressMode(deps.progress !== false), io.err);

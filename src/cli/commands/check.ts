@@ -6,8 +6,8 @@ import { probeGpu } from "../../bench/probeGpu.js";
 import { CHECK_GRID_KINDS, CHECK_GRIDS, checkGrid, type CheckGridName } from "../../testing/checkGrid.js";
 import { runCheckCase, type CheckCaseResult } from "../../testing/runCheckCase.js";
 import { Stream } from "../../runtime/Stream.js";
-import { FAILURE_EXIT_CODE, guarded, noGpuText, type GpuCommandDeps } from "./bench.js";
-import { USAGE_EXIT_CODE } from "./roofline.js";
+import { guarded, noGpuFailure, type GpuCommandDeps } from "./bench.js";
+import { FAILURE_EXIT_CODE, USAGE_EXIT_CODE, reportCommanderErrors, reportFailure } from "../cliErrors.js";
 import { nonNegativeInteger } from "../options.js";
 
 interface CheckOptions {
@@ -39,6 +39,7 @@ length, sinks about 31% +inf and 31% -inf, topkLength on some cases, 0xff poison
 points at; every row or (large shapes) sampled rows against the CPU reference (out abs 1e-3 or rel
 2.01/128, cosine ≤ 5e-6) and every element against the fp32 GPU reference, and the whole output
 scanned for NaN and for empty rows that are not out 0, lse +inf.
+With --json, stdout is one JSON document: the results, or { "error": … } on a failure.
 Exit status: 0 all passed, 1 a case failed or no GPU, ${USAGE_EXIT_CODE} bad command line.`;
 
 /** Grids with more cases than this print only their failures and worst passes (unless --verbose). */
@@ -58,23 +59,20 @@ export function registerCheckCommand(program: Command, deps: GpuCommandDeps = {}
     .addOption(new Option("--dtype <dtype>", "run every dense case in this dtype (default: bf16, one fp16 case in the small grid)").choices(["bf16", "fp16"]))
     .addOption(new Option("--json", "print the results as JSON"))
     .addOption(new Option("--verbose", "list every case, also in large grids"))
-    .addHelpText("after", EXAMPLES)
-    .exitOverride((err) => exit(err.exitCode === 0 ? 0 : USAGE_EXIT_CODE));
+    .addHelpText("after", EXAMPLES);
+  reportCommanderErrors(cmd, exit, "check");
 
   cmd.action(async (opts: CheckOptions) => {
     const io = cliIo(cmd);
-    const usage = (message: string): never => cmd.error(`error: ${message}`, { exitCode: USAGE_EXIT_CODE, code: "flashmla.usage" });
+    const json = opts.json === true;
+    const usage = (message: string): never => exit(reportFailure(io, "check", { kind: "usage", message }, json));
     const kind = CHECK_GRID_KINDS[opts.grid];
-    if (kind === "sparse" && opts.dtype === "fp16") usage("the sparse grid is bf16 only (FlashMLA's sparse decode takes bf16 q)");
+    if (kind === "sparse" && opts.dtype === "fp16") usage("the sparse grid is bf16 only: FlashMLA's sparse decode takes bf16 q");
     const cases = checkGrid(opts.grid, opts.dtype);
     const probe = (deps.probeGpu ?? probeGpu)();
-    if (!probe.ok) {
-      io.err(noGpuText("check", probe.reason, io));
-      exit(FAILURE_EXIT_CODE);
-      return;
-    }
+    if (!probe.ok) return exit(reportFailure(io, "check", noGpuFailure("check", probe.reason), json));
     const device = probe.device;
-    const code = guarded(io, "check", () => {
+    const code = guarded(io, "check", json, () => {
       const stream = Stream.create(device.ordinal);
       const progress = new BenchProgress(progressMode(deps.progress !== false), io.err);
       const results: CheckCaseResult[] = [];

@@ -1,15 +1,19 @@
 import { Command, InvalidArgumentError, Option } from "commander";
 import Table from "cli-table3";
 import pc from "picocolors";
+import { analysisGpu } from "../../bench/analysisGpu.js";
+import { CeilingsCache } from "../../bench/CeilingsCache.js";
+import { cliIo } from "../../bench/cliIo.js";
 import { BENCH_CASES, benchCaseByName, benchCaseShape, meanCacheLength, type BenchCase, type Target } from "../../bench/cases.js";
-import { GPU_KEYS, GPUS, getGpuSpec, gpuSpecFromName, type GpuSpec, type MeasuredCeilings } from "../../roofline/gpus.js";
+import { GPU_KEYS, getGpuSpec, gpuSpecFromName, type GpuKey, type GpuSpec, type MeasuredCeilings } from "../../roofline/gpus.js";
 import { FP8_TOKEN_BYTES } from "../../numeric/kvCacheFp8.js";
 import { expectedUniqueTokens, type MlaShape } from "../../roofline/mlaCost.js";
 import { rooflineReport, type RooflineReport } from "../../roofline/rooflineReport.js";
+import { CASE_LIST_HINT, unknownCaseFailure } from "../caseNames.js";
+import { reportCommanderErrors, reportFailure, USAGE_EXIT_CODE, type CliFailure } from "../cliErrors.js";
 import { fmt } from "../options.js";
 
-/** Exit status for a command line that cannot be run as given. */
-export const USAGE_EXIT_CODE = 2;
+export { USAGE_EXIT_CODE };
 
 /** What the command needs from outside; tests inject both. */
 export interface RooflineCommandDeps {
@@ -20,6 +24,11 @@ export interface RooflineCommandDeps {
   detectGpuName?: () => string | undefined | Promise<string | undefined>;
   /** Ends the process with a status. @default process.exit */
   exit?: (code: number) => never;
+  /**
+   * Where `flashmla ceilings` and `flashmla bench` keep this machine's measured ceilings; when it
+   * holds the chosen GPU model, its figures are the measured roofs. @default new CeilingsCache()
+   */
+  cache?: Pick<CeilingsCache, "all">;
 }
 
 interface RooflineOptions {
@@ -46,12 +55,19 @@ Examples:
     $ flashmla roofline --b 128 --hq 16 --sk 8k --gpu h800
   Sparse FP8, with the per-token cycle budget:
     $ flashmla roofline --b 128 --hq 128 --sq 2 --sk 32k --fp8 --topk 2048
-  A named case of BENCH.md, with FlashMLA's anchor and our targets:
+  A named benchmark case (flashmla bench --list names them), with FlashMLA's time and our targets:
     $ flashmla roofline --case dense-compute
   A measured time against the roofs and targets, as JSON:
     $ flashmla roofline --case sparse-v32 --time 350 --json
 
-Formulas are FlashMLA's (BENCH.md "Formulas"); causal masking is ignored in the counts.
+FLOPs and bytes follow FlashMLA's benchmark formulas, with s̄ the mean cache length:
+  dense   FLOP = 2·b·h_q·s_q·s̄·(576 + 512); bytes = 2·b·(s_q·h_q·576 + s̄·h_kv·576 + s_q·h_q·512)
+  sparse  FLOP = 2·h_q·N·(576 + 512) with N = b·s_q·topk; bytes = 2·b·s_q·h_q·(576 + 512) + N_unique·656,
+          N_unique the distinct tokens random indices read
+Causal masking is ignored in the counts. The bound is the roof the intensity meets first (below the
+ridge: memory); the measured roofs are this machine's (flashmla ceilings) when it has measured them,
+else an H200's. FlashMLA's times are on an H200 with our harness. More: docs/dense-decode.md and
+docs/sparse-decode.md in the repository.
 Exit status: 0 ok, ${USAGE_EXIT_CODE} bad command line.`;
 
 /**
@@ -63,7 +79,7 @@ export function registerRooflineCommand(program: Command, deps: RooflineCommandD
   const cmd = program
     .command("roofline")
     .description("Roofline of one MLA decode call: FLOPs, bytes, intensity, ridge point, bound and ideal time")
-    .addOption(new Option("--case <name>", "take the shape from a named benchmark case (bench/cases.ts)"))
+    .addOption(new Option("--case <name>", "take the shape from a named benchmark case (flashmla bench --list)"))
     .addOption(new Option("--b <n>", "batch size (requests)").argParser(positiveInteger))
     .addOption(new Option("--hq <n>", "query heads h_q").argParser(positiveInteger))
     .addOption(new Option("--hkv <n>", "KV heads h_kv (default 1)").argParser(positiveInteger))
@@ -72,53 +88,62 @@ export function registerRooflineCommand(program: Command, deps: RooflineCommandD
     .addOption(new Option("--fp8", "sparse decode over the FP8 cache (needs --topk)"))
     .addOption(new Option("--topk <n>", "indices per query token (sparse)").argParser(positiveInteger))
     .addOption(new Option("--gpu <name>", "GPU whose roofs to use").choices([...GPU_KEYS, "detect"]).default("h200"))
-    .addOption(new Option("--tflops <x>", "measured tensor peak, overrides the table's").argParser(positiveNumber))
-    .addOption(new Option("--gbps <x>", "measured read bandwidth in GB/s, overrides the table's").argParser(positiveNumber))
+    .addOption(new Option("--tflops <x>", "measured tensor peak, overrides the measured roof's").argParser(positiveNumber))
+    .addOption(new Option("--gbps <x>", "measured read bandwidth in GB/s, overrides the measured roof's").argParser(positiveNumber))
     .addOption(new Option("--time <us>", "a measured time for the call in µs: show what it achieves").argParser(positiveNumber))
     .addOption(new Option("--json", "print the report as JSON"))
-    .addHelpText("after", EXAMPLES)
-    // Commander ends every error with status 1; a bad command line is status 2 here.
-    .exitOverride((err) => exit(err.exitCode === 0 ? 0 : USAGE_EXIT_CODE));
+    .addHelpText("after", EXAMPLES);
+  reportCommanderErrors(cmd, exit, "roofline");
 
   cmd.action(async (opts: RooflineOptions) => {
-    const usage = (message: string): never => cmd.error(`error: ${message}`, { exitCode: USAGE_EXIT_CODE, code: "flashmla.usage" });
-    const out = cmd.configureOutput();
-    const write = (s: string): void => (out.writeOut ?? ((t: string) => process.stdout.write(t)))(s);
-    const notes: string[] = [];
-
+    const io = cliIo(cmd);
+    const json = opts.json === true;
+    const fail = (f: CliFailure): never => exit(reportFailure(io, "roofline", f, json));
+    const usage = (message: string, hint?: string): never => fail({ kind: "usage", message, ...(hint !== undefined ? { hint } : {}) });
+    // A bad command line ends here (exit 2), before anything is computed.
     const resolved = resolveShape(opts, usage);
-    const gpu = await resolveGpu(opts, deps, notes);
-    if (resolved.overridden && resolved.case !== undefined) {
-      notes.push(`the shape differs from case ${resolved.case.name}, so its anchor and targets are not shown`);
+    let text: string;
+    try {
+      text = await rooflineOutput(resolved, opts, deps, io.colors);
+    } catch (e) {
+      return fail({ kind: "error", message: e instanceof Error ? e.message : String(e) });
     }
-    const benchCase = resolved.overridden ? undefined : resolved.case;
-    const anchor = benchCase?.anchor;
-    // The anchors were measured on an H200: under another GPU's roofs they would mislead.
-    const anchorHere = gpu.key === "h200" ? anchor : undefined;
-    if (anchor !== undefined && anchorHere === undefined && opts.time === undefined) {
-      notes.push(`FlashMLA's anchor was measured on an H200, so it is not placed under the ${gpu.key} roofs`);
-    }
-    const report = rooflineReport(resolved.shape, gpu, { measuredTimeUs: opts.time ?? anchorHere?.timeUs });
-    if (report.cycleBudget !== undefined && !report.cycleBudget.crossoverApplies) {
-      notes.push(
-        `crossover needs ${report.cycleBudget.crossoverCtas} CTAs of ${report.cycleBudget.hPerCta} heads on one token ` +
-          `(h_q ≥ ${report.cycleBudget.crossoverCtas * report.cycleBudget.hPerCta}); its rows are shown for comparison only`,
-      );
-    }
-    const timeSource = opts.time !== undefined ? "measured (--time)" : anchorHere !== undefined ? "FlashMLA on H200 (anchor)" : undefined;
-
-    if (opts.json === true) {
-      const caseJson =
-        benchCase === undefined
-          ? undefined
-          : { name: benchCase.name, causal: benchCase.causal, seqlens: benchCase.seqlens, bound: benchCase.bound, anchor, firstBar: benchCase.firstBar, goal: benchCase.goal };
-      write(`${JSON.stringify({ case: caseJson, timeSource, notes, ...report }, null, 2)}\n`);
-      return;
-    }
-    const colors = pc.createColors(out.getOutHasColors?.() ?? false);
-    write(renderText(report, { benchCase, timeSource, notes, colors, gpu, targetsMeasured: opts.time !== undefined }));
+    io.out(text);
   });
   return cmd;
+}
+
+/** The report for a resolved shape: text, or JSON with --json. */
+async function rooflineOutput(resolved: ResolvedShape, opts: RooflineOptions, deps: RooflineCommandDeps, colors: ReturnType<typeof pc.createColors>): Promise<string> {
+  const notes: string[] = [];
+  const { gpu, measuredSource } = await resolveGpu(opts, deps, notes);
+  if (resolved.overridden && resolved.case !== undefined) {
+    notes.push(`the shape differs from case ${resolved.case.name}, so its anchor and targets are not shown`);
+  }
+  const benchCase = resolved.overridden ? undefined : resolved.case;
+  const anchor = benchCase?.anchor;
+  // The anchors were measured on an H200: under another GPU's roofs they would mislead.
+  const anchorHere = gpu.key === "h200" ? anchor : undefined;
+  if (anchor !== undefined && anchorHere === undefined && opts.time === undefined) {
+    notes.push(`FlashMLA's anchor was measured on an H200, so it is not placed under the ${gpu.key} roofs`);
+  }
+  const report = rooflineReport(resolved.shape, gpu, { measuredTimeUs: opts.time ?? anchorHere?.timeUs });
+  if (report.cycleBudget !== undefined && !report.cycleBudget.crossoverApplies) {
+    notes.push(
+      `crossover needs ${report.cycleBudget.crossoverCtas} CTAs of ${report.cycleBudget.hPerCta} heads on one token ` +
+        `(h_q ≥ ${report.cycleBudget.crossoverCtas * report.cycleBudget.hPerCta}); its rows are shown for comparison only`,
+    );
+  }
+  const timeSource = opts.time !== undefined ? "measured (--time)" : anchorHere !== undefined ? "FlashMLA on H200 (anchor)" : undefined;
+
+  if (opts.json === true) {
+    const caseJson =
+      benchCase === undefined
+        ? undefined
+        : { name: benchCase.name, causal: benchCase.causal, seqlens: benchCase.seqlens, note: benchCase.note, anchor, firstBar: benchCase.firstBar, goal: benchCase.goal };
+    return `${JSON.stringify({ case: caseJson, timeSource, measuredSource, notes, ...report }, null, 2)}\n`;
+  }
+  return renderText(report, { benchCase, timeSource, measuredSource, notes, colors, gpu, targetsMeasured: opts.time !== undefined });
 }
 
 function positiveInteger(value: string): number {
@@ -137,23 +162,23 @@ function positiveNumber(value: string): number {
 interface ResolvedShape {
   shape: MlaShape;
   case?: BenchCase;
-  /** Some shape option was given next to --case. */
+  /** Options next to --case made a shape other than the case's. */
   overridden: boolean;
 }
 
-function resolveShape(opts: RooflineOptions, usage: (message: string) => never): ResolvedShape {
+function resolveShape(opts: RooflineOptions, usage: (message: string, hint?: string) => never): ResolvedShape {
   let c: BenchCase | undefined;
   if (opts.case !== undefined) {
     c = benchCaseByName(opts.case);
     if (c === undefined) {
       const members = BENCH_CASES.filter((x) => x.group === opts.case).map((x) => x.name);
-      if (members.length > 0) usage(`case '${opts.case}' is a grid of ${members.length} cases; name one: ${members.join(", ")}`);
-      const names = BENCH_CASES.filter((x) => x.group === undefined).map((x) => x.name);
-      usage(`unknown case '${opts.case}'; known cases: ${names.join(", ")}, and dense-grid-*`);
+      if (members.length > 0) usage(`case '${opts.case}' is a grid of ${members.length} cases; name one, e.g. ${members[0]}`, CASE_LIST_HINT);
+      const f = unknownCaseFailure(opts.case);
+      usage(f.message, f.hint);
     }
   }
-  const overridden = [opts.b, opts.hq, opts.hkv, opts.sq, opts.sk, opts.topk, opts.fp8].some((v) => v !== undefined);
-  if (c !== undefined && !overridden) return { shape: benchCaseShape(c), case: c, overridden };
+  const given = [opts.b, opts.hq, opts.hkv, opts.sq, opts.sk, opts.topk, opts.fp8].some((v) => v !== undefined);
+  if (c !== undefined && !given) return { shape: benchCaseShape(c), case: c, overridden: false };
 
   const b = opts.b ?? c?.b;
   const h_q = opts.hq ?? c?.h_q;
@@ -168,21 +193,34 @@ function resolveShape(opts: RooflineOptions, usage: (message: string) => never):
   // The loop above has ruled undefined out; TypeScript cannot see through it.
   const [B, HQ, SK] = [b as number, h_q as number, s_k as number];
   if (HQ % h_kv !== 0) usage(`--hkv ${h_kv} must divide --hq ${HQ}`);
+  let shape: MlaShape;
   if (!fp8) {
     if (topk !== undefined) usage("--topk applies to sparse decode over the FP8 cache: add --fp8");
-    return { shape: { kind: "dense", b: B, h_q: HQ, h_kv, s_q, s_k: SK }, case: c, overridden };
+    shape = { kind: "dense", b: B, h_q: HQ, h_kv, s_q, s_k: SK };
+  } else {
+    if (topk === undefined) usage("--fp8 needs --topk <n> (sparse decode attends topk tokens per query token)");
+    const TOPK = topk as number;
+    if (h_kv !== 1) usage(`sparse FP8 decode has one KV head, got --hkv ${h_kv}`);
+    if (!Number.isInteger(SK)) usage(`sparse decode needs a whole cache length, got ${SK}`);
+    if (TOPK > SK) usage(`--topk ${TOPK} exceeds the cache length --sk ${SK}`);
+    shape = { kind: "sparse", b: B, h_q: HQ, s_q, topk: TOPK, nUnique: expectedUniqueTokens(B, SK, s_q, TOPK) };
   }
-  if (topk === undefined) usage("--fp8 needs --topk <n> (sparse decode attends topk tokens per query token)");
-  const TOPK = topk as number;
-  if (h_kv !== 1) usage(`sparse FP8 decode has one KV head, got --hkv ${h_kv}`);
-  if (!Number.isInteger(SK)) usage(`sparse decode needs a whole cache length, got ${SK}`);
-  if (TOPK > SK) usage(`--topk ${TOPK} exceeds the cache length --sk ${SK}`);
-  const shape: MlaShape = { kind: "sparse", b: B, h_q: HQ, s_q, topk: TOPK, nUnique: expectedUniqueTokens(B, SK, s_q, TOPK) };
-  return { shape, case: c, overridden };
+  // Options that restate the case (--case sparse-v32 --fp8 --topk 2048) keep its figures; only a
+  // different shape drops them.
+  return { shape, case: c, overridden: c !== undefined && !sameShape(shape, benchCaseShape(c)) };
 }
 
-async function resolveGpu(opts: RooflineOptions, deps: RooflineCommandDeps, notes: string[]): Promise<GpuSpec> {
-  let key = opts.gpu;
+/** Whether two cost-model shapes describe the same call (same counts, so the same FLOPs and bytes). */
+export function sameShape(x: MlaShape, y: MlaShape): boolean {
+  const close = (a: number | undefined, b: number | undefined) => a === b || (a !== undefined && b !== undefined && Math.abs(a - b) <= 1e-9 * Math.max(Math.abs(a), Math.abs(b)));
+  if (x.kind !== y.kind || x.b !== y.b || x.h_q !== y.h_q || x.s_q !== y.s_q) return false;
+  if (x.kind === "dense" && y.kind === "dense") return (x.h_kv ?? 1) === (y.h_kv ?? 1) && close(x.s_k, y.s_k);
+  if (x.kind === "sparse" && y.kind === "sparse") return x.topk === y.topk && close(x.nAttended, y.nAttended) && close(x.nUnique, y.nUnique);
+  return false;
+}
+
+async function resolveGpu(opts: RooflineOptions, deps: RooflineCommandDeps, notes: string[]): Promise<{ gpu: GpuSpec; measuredSource?: string }> {
+  let key = opts.gpu as GpuKey | "detect";
   if (key === "detect") {
     let name: string | undefined;
     try {
@@ -198,17 +236,20 @@ async function resolveGpu(opts: RooflineOptions, deps: RooflineCommandDeps, note
       key = found.key;
     }
   }
+  const base = analysisGpu(key, deps.cache ?? new CeilingsCache());
   const measured: MeasuredCeilings = {};
   if (opts.tflops !== undefined) measured.gemmTflops = opts.tflops;
   if (opts.gbps !== undefined) measured.readGbPerS = opts.gbps;
-  if (Object.keys(measured).length === 0) return GPUS[key as keyof typeof GPUS];
+  if (Object.keys(measured).length === 0) return { gpu: base.spec, ...(base.measuredSource !== undefined ? { measuredSource: base.measuredSource } : {}) };
   measured.source = "command line";
-  return getGpuSpec(key, measured);
+  // The command line replaces the figure it names; the other half of the roof stays as measured.
+  return { gpu: getGpuSpec(key, { ...base.spec.measured, ...measured }), measuredSource: "command line (--tflops/--gbps)" };
 }
 
 interface RenderContext {
   benchCase?: BenchCase;
   timeSource?: string;
+  measuredSource?: string;
   notes: string[];
   colors: ReturnType<typeof pc.createColors>;
   gpu: GpuSpec;
@@ -237,6 +278,8 @@ function renderText(r: RooflineReport, ctx: RenderContext): string {
     );
   }
   lines.push(`intensity  ${fmt(r.cost.intensity, 2)} FLOP/byte`);
+  const ref0 = r.ceilings.find((x) => x.label === r.reference);
+  lines.push(`bound      ${r.bound === "compute" ? c.yellow("compute") : c.cyan("memory")} (intensity ${r.bound === "compute" ? "at or past" : "below"} the ${r.reference} ridge, ${fmt(ref0?.ridge ?? 0, 1)} FLOP/byte)`);
   lines.push("");
 
   const roofs = table(c, ["roof", "TFLOPS", "GB/s", "ridge FLOP/B", "bound", "compute µs", "memory µs", "ideal µs"]);
@@ -245,6 +288,7 @@ function renderText(r: RooflineReport, ctx: RenderContext): string {
     roofs.push([x.label, fmt(x.tflops, 0), fmt(x.gbPerS, 0), fmt(x.ridge, 1), bound, fmt(x.computeUs, 1), fmt(x.memoryUs, 1), c.bold(fmt(x.idealUs, 1))]);
   }
   lines.push(roofs.toString());
+  if (ctx.measuredSource !== undefined && r.ceilings.some((x) => x.label === "measured")) lines.push(c.dim(`measured roofs: ${ctx.measuredSource}`));
 
   const m = r.measured;
   if (m !== undefined) {
@@ -263,7 +307,7 @@ function renderText(r: RooflineReport, ctx: RenderContext): string {
       const extra = [...(a.extra ?? [])].map((f) => `${fmt(f.value, 0)} ${f.unit}`);
       if (a.mainKernel !== undefined) extra.push(`main kernel ${a.mainKernel.value} ${a.mainKernel.unit}`);
       const elsewhere = a.elsewhere === undefined ? "" : `; ${a.elsewhere.source}: ${a.elsewhere.figure.value} ${a.elsewhere.figure.unit}`;
-      lines.push(`BENCH.md anchor: FlashMLA ${a.timeUs} µs, ${a.figure.value} ${a.figure.unit}${extra.length > 0 ? ` (${extra.join(", ")})` : ""}${elsewhere}`);
+      lines.push(`anchor: FlashMLA ${a.timeUs} µs, ${a.figure.value} ${a.figure.unit}${extra.length > 0 ? ` (${extra.join(", ")})` : ""} on an H200 with our harness${elsewhere}`);
     }
     if (bc.firstBar !== undefined || bc.goal !== undefined) {
       const verdict = (t: Target | undefined): string => {

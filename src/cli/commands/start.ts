@@ -10,12 +10,14 @@ import { chooseKernel } from "../../mla/chooseKernel.js";
 import { D_V } from "../../mla/contract/shape.js";
 import { mlaDecodeReference, type ReferenceRow } from "../../mla/reference/mlaDecodeReference.js";
 import { compareTensors } from "../../numeric/compare.js";
-import { GPUS, referenceCeiling } from "../../roofline/gpus.js";
+import { analysisGpu } from "../../bench/analysisGpu.js";
+import { CeilingsCache } from "../../bench/CeilingsCache.js";
+import { referenceCeiling } from "../../roofline/gpus.js";
 import { mlaCost } from "../../roofline/mlaCost.js";
 import { rooflineReport } from "../../roofline/rooflineReport.js";
-import { FAILURE_EXIT_CODE, guarded, runBench, type GpuCommandDeps } from "./bench.js";
+import { guarded, runBench, type GpuCommandDeps } from "./bench.js";
 import { makeDenseCase } from "../../testing/denseCase.js";
-import { USAGE_EXIT_CODE } from "./roofline.js";
+import { FAILURE_EXIT_CODE, USAGE_EXIT_CODE, reportCommanderErrors } from "../cliErrors.js";
 import { fmt, intAtLeast } from "../options.js";
 
 interface StartOptions {
@@ -32,11 +34,12 @@ Examples:
     $ flashmla start --svg
 
 On a Hopper GPU: \`flashmla bench\` over the headline cases (${HEADLINE_CASES.join(", ")}),
-each with the kernel flashMlaWithKvcache chooses for it.
+each with the kernel flashMlaWithKvcache chooses for it (flashmla bench --help says how it times).
 Elsewhere: the float64 CPU reference on a small dense case (timed, checked against a second run),
 the roofline of the headline cases on an H200 with the kernel that would serve each, and a line
-saying why no GPU was found.
-Exit status: 0 ok, 1 a check failed, ${USAGE_EXIT_CODE} bad command line.`;
+saying why no GPU was found (flashmla info says more).
+With --json and no FILE, stdout is one JSON document: the results, or { "error": … } on a failure.
+Exit status: 0 ok, 1 a check failed or the run failed, ${USAGE_EXIT_CODE} bad command line.`;
 
 
 /** The small case the CPU reference runs without a GPU: MTP with causal masking and uneven lengths. */
@@ -54,20 +57,21 @@ export function registerStartCommand(program: Command, deps: GpuCommandDeps = {}
     .addOption(new Option("--iters <n>", "timed calls per case on the GPU (at least 20)").argParser(intAtLeast(20)).default(40))
     .addOption(new Option("--json [file]", "write the JSON record to FILE (without FILE: print it instead of the tables)"))
     .addOption(new Option("--svg [file]", "on a GPU, write the roofline plot (default file under bench/results/)"))
-    .addHelpText("after", EXAMPLES)
-    .exitOverride((err) => exit(err.exitCode === 0 ? 0 : USAGE_EXIT_CODE));
+    .addHelpText("after", EXAMPLES);
+  reportCommanderErrors(cmd, exit, "start");
 
   cmd.action(async (opts: StartOptions) => {
     const io = cliIo(cmd);
+    const json = opts.json !== undefined;
     const probe = (deps.probeGpu ?? probeGpu)();
     let code: number;
     if (probe.ok) {
       const cases = HEADLINE_CASES.map((n) => benchCaseByName(n)).filter((c): c is BenchCase => c !== undefined);
-      code = guarded(io, "start", () =>
+      code = guarded(io, "start", json, () =>
         runBench({ cases, iters: opts.iters, seed: 1, json: opts.json, svg: opts.svg }, probe.device, io, deps, "start"),
       );
     } else {
-      code = guarded(io, "start", () => runWithoutGpu(probe.reason, opts, io));
+      code = guarded(io, "start", json, () => runWithoutGpu(probe.reason, opts, io, deps.cache ?? new CeilingsCache()));
     }
     if (code !== 0) exit(code);
   });
@@ -87,12 +91,13 @@ interface CpuReferenceRun {
   message: string;
 }
 
-function runWithoutGpu(reason: string, opts: StartOptions, io: CliIo): number {
+function runWithoutGpu(reason: string, opts: StartOptions, io: CliIo, cache: Pick<CeilingsCache, "all">): number {
   const c = io.colors;
   const cpu = cpuReferenceRun();
   const names = [...HEADLINE_CASES];
   const cases = names.map((n) => benchCaseByName(n)).filter((x): x is BenchCase => x !== undefined);
-  const gpu = GPUS.h200;
+  // The roofs `flashmla roofline` uses, so the two tables agree on every figure and bound.
+  const { spec: gpu, measuredSource } = analysisGpu("h200", cache);
   const roofs = referenceCeiling(gpu);
   const reports = cases.map((bc) => ({ bc, report: rooflineReport(benchCaseShape(bc), gpu, bc.anchor !== undefined ? { measuredTimeUs: bc.anchor.timeUs } : {}) }));
 
@@ -104,13 +109,14 @@ function runWithoutGpu(reason: string, opts: StartOptions, io: CliIo): number {
       roofline: {
         gpu: gpu.name,
         roofs,
+        measuredSource,
         cases: reports.map(({ bc, report }) => ({
           case: bc.name,
           kernel: chooseKernel(bc),
           flop: report.cost.flop,
           bytes: report.cost.bytes,
           intensity: report.cost.intensity,
-          bound: bc.bound,
+          bound: report.bound,
           idealUs: report.ceilings.find((x) => x.label === report.reference)?.idealUs,
           anchor: bc.anchor,
           anchorPercentOfRoofline: report.measured?.percentOfRoofline,
@@ -139,7 +145,8 @@ function runWithoutGpu(reason: string, opts: StartOptions, io: CliIo): number {
   lines.push(`  ${fmt(cpu.timeMs, 1)} ms for ${fmt(cpu.flop / 1e6, 1)} MFLOP by FlashMLA's formula (${fmt(cpu.gflopPerS, 2)} GFLOP/s)`);
   lines.push(`  second run of ${cpu.rowsRechecked} sampled rows alone: ${cpu.ok ? c.green("identical (ok)") : c.red(`FAILED: ${cpu.message}`)}`);
   lines.push("");
-  lines.push(c.bold(`Roofline of the headline cases on the ${gpu.name}`) + ` (roofs measured there, BENCH.md: ${fmt(roofs.tflops, 0)} TFLOPS, ${fmt(roofs.gbPerS, 0)} GB/s; ridge ${fmt(roofs.ridge, 1)} FLOP/B)`);
+  lines.push(c.bold(`Roofline of the headline cases on the ${gpu.name}`) + ` (${roofs.label} roofs ${fmt(roofs.tflops, 0)} TFLOPS, ${fmt(roofs.gbPerS, 0)} GB/s; ridge ${fmt(roofs.ridge, 1)} FLOP/B)`);
+  if (measuredSource !== undefined) lines.push(c.dim(`measured roofs: ${measuredSource}`));
   const t = new Table({
     head: ["case", "kernel", "GFLOP", "MB moved", "FLOP/B", "bound", "ideal µs", "FlashMLA µs", "% of roofline", "first bar", "goal"].map((h) => c.bold(h)),
     style: { head: [], border: [], compact: true },
@@ -152,7 +159,7 @@ function runWithoutGpu(reason: string, opts: StartOptions, io: CliIo): number {
       fmt(report.cost.flop / 1e9, 1),
       fmt(report.cost.bytes / 1e6, 1),
       fmt(report.cost.intensity, 1),
-      bc.bound === "compute" ? c.yellow("compute") : c.cyan("memory"),
+      report.bound === "compute" ? c.yellow("compute") : c.cyan("memory"),
       fmt(ideal, 1),
       bc.anchor === undefined ? "-" : fmt(bc.anchor.timeUs, bc.anchor.timeUs < 100 ? 1 : 0),
       report.measured === undefined ? "-" : fmt(report.measured.percentOfRoofline, 1),
@@ -161,7 +168,7 @@ function runWithoutGpu(reason: string, opts: StartOptions, io: CliIo): number {
     ]);
   }
   lines.push(t.toString());
-  lines.push(c.dim("ideal µs = max(FLOP / peak, bytes / bandwidth); % of roofline = ideal / FlashMLA's time. Any case in detail: flashmla roofline --case NAME"));
+  lines.push(c.dim("ideal µs = max(FLOP / peak, bytes / bandwidth); bound: the roof the intensity meets first; % of roofline = ideal / FlashMLA's time (H200, same harness). Any case in detail: flashmla roofline --case NAME"));
   io.out(`${lines.join("\n")}\n`);
   return cpu.ok ? 0 : FAILURE_EXIT_CODE;
 }

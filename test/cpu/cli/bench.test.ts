@@ -21,18 +21,22 @@ test("flashmla bench checks its command line before looking for a GPU (exit 2)",
     return { ok: false as const, reason: "x" };
   };
   const cases: Array<[string[], RegExp]> = [
-    [["bench", "--case", "nope"], /unknown case 'nope'; known cases: dense-compute,/],
+    [["bench", "--case", "nope"], /^flashmla bench: unknown case 'nope' \(try flashmla bench --list\)\n$/],
+    [["bench", "--case", "dense-b1,sparse-v23"], /^flashmla bench: unknown case 'sparse-v23'; did you mean sparse-v32\? \(try flashmla bench --list\)\n$/],
     [["bench", "--case", "dense-b1", "--all"], /give --case or --all, not both/],
     [["bench", "--iters", "5"], /option '--iters <n>' argument '5' is invalid\. expected an integer >= 20/],
     // The kernel is flashMlaWithKvcache's choice: there is nothing to pick.
     [["bench", "--kernel", "dense_fast_bf16"], /unknown option '--kernel'/],
-    [["bench", "--seed", "-1"], /error: /],
-    [["bench", "--bogus"], /unknown option '--bogus'/],
+    [["bench", "--seed", "-1"], /^flashmla bench: option '--seed <n>' argument '-1' is invalid\. expected a non-negative integer \(run flashmla bench --help\)\n$/],
+    [["bench", "--bogus"], /^flashmla bench: unknown option '--bogus' \(run flashmla bench --help\)\n$/],
+    [["bench", "--cas", "dense-b1"], /^flashmla bench: unknown option '--cas'; did you mean --case\? \(run flashmla bench --help\)\n$/],
   ];
   for (const [args, message] of cases) {
     const r = await runCommand(registerBenchCommand, args, { probeGpu });
     assert.equal(r.code, 2, args.join(" "));
     assert.match(r.err, message, args.join(" "));
+    // One line and a hint, not the 35-line help.
+    assert.equal(r.err.split("\n").length, 2, r.err);
     assert.equal(r.out, "", args.join(" "));
   }
   assert.equal(probed, false);
@@ -53,7 +57,10 @@ test("flashmla bench accepts case lists, commas, the dense-grid family and the s
 test("flashmla bench --list names every case with the kernel that serves it and needs no GPU", async () => {
   const r = await runCommand(registerBenchCommand, ["bench", "--list"], NO_GPU);
   assert.equal(r.code, 0);
-  assert.match(r.out, /^Cases \(BENCH\.md\), each with the kernel flashMlaWithKvcache runs for it:$/m);
+  assert.match(r.out, /^Cases, each with the kernel flashMlaWithKvcache runs for it and the roof that binds it on an H200:$/m);
+  // The cost model's bound, as flashmla roofline --case dense-b1 gives it.
+  assert.match(r.out, /dense-b1 +dense +dense_fast_bf16 +b=1 h_q=128 s_q=1 s_k 32768 +\(compute\) \[headline\]/);
+  assert.match(r.out, /sparse-v32-h64 +sparse +sparse_m64_bf16 +.*\(compute\) \[headline\]/);
   assert.match(r.out, /dense-compute +dense +dense_pipe_bf16 +b=128 h_q=128 s_q=1 s_k 8192 +\(compute\) \[headline\]/);
   assert.match(r.out, /dense-b1 +dense +dense_fast_bf16 +b=1 h_q=128/);
   assert.match(r.out, /dense-mem-h16 +dense +dense_fast_bf16 /);
@@ -70,6 +77,7 @@ test("flashmla bench --help shows the options, examples and exit codes", async (
   for (const s of [
     "--case <names...>", "--all", "--json [file]", "--svg [file]", "--iters <n>", "Examples:", "flashmla bench --all --svg",
     "Every case runs the kernel\nflashMlaWithKvcache chooses for its shape (--list names it)", "Exit status: 0 ok, 1 a check failed or no GPU, 2 bad command line",
+    "dense-b1", "sparse-long-topk", 'or { "error": … } on a failure',
   ]) {
     assert.ok(r.out.includes(s), s);
   }

@@ -22,12 +22,12 @@ test("flashmla check exits 2 for a bad grid, seed, dtype or any --kernel, before
     return { ok: false as const, reason: "x" };
   };
   for (const [args, message] of [
-    [["--grid", "huge"], /Allowed choices are small, flashmla, sparse\./],
+    [["--grid", "huge"], /Allowed choices are small, flashmla, sparse \(run flashmla check --help\)\n$/],
     [["--seed", "x"], /expected a non-negative integer/],
     [["--dtype", "fp8"], /Allowed choices are bf16, fp16/],
     // The kernel is flashMlaWithKvcache's choice for each case: there is nothing to pick.
     [["--kernel", "dense_fast_bf16"], /unknown option '--kernel'/],
-    [["--grid", "sparse", "--dtype", "fp16"], /error: the sparse grid is bf16 only/],
+    [["--grid", "sparse", "--dtype", "fp16"], /^flashmla check: the sparse grid is bf16 only: FlashMLA's sparse decode takes bf16 q \(run flashmla check --help\)\n$/],
   ] as const) {
     const r = await runCommand(registerCheckCommand, ["check", ...args], { probeGpu });
     assert.equal(r.code, 2, args.join(" "));

@@ -1,47 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Command } from "commander";
-import { registerRooflineCommand, type RooflineCommandDeps } from "../../../src/cli/commands/roofline.js";
-
-class ExitCalled extends Error {
-  constructor(readonly code: number) {
-    super(`exit(${code})`);
-  }
-}
-
-interface Run {
-  /** Exit status: 0 when the action returned without calling exit. */
-  code: number;
-  out: string;
-  err: string;
-}
-
-/** Runs `flashmla roofline <args>` in process, with output captured and exit turned into a throw. */
-async function run(args: string[], deps: Omit<RooflineCommandDeps, "exit"> = {}, colors = false): Promise<Run> {
-  let out = "";
-  let err = "";
-  const program = new Command("flashmla")
-    .exitOverride()
-    .configureOutput({
-      writeOut: (s) => void (out += s),
-      writeErr: (s) => void (err += s),
-      getOutHasColors: () => colors,
-      getErrHasColors: () => false,
-    });
-  registerRooflineCommand(program, {
-    ...deps,
-    exit: (code: number): never => {
-      throw new ExitCalled(code);
-    },
-  });
-  try {
-    await program.parseAsync(["roofline", ...args], { from: "user" });
-    return { code: 0, out, err };
-  } catch (e) {
-    if (e instanceof ExitCalled) return { code: e.code, out, err };
-    throw e;
-  }
-}
+import { runRoofline as run } from "./runCommand.js";
 
 const DENSE_COMPUTE = ["--b", "128", "--hq", "128", "--sq", "1", "--sk", "8192"];
 
@@ -72,7 +31,8 @@ test("flashmla roofline --case dense-mem-h16 shows FlashMLA's 280 µs as ≈ 433
   assert.equal(r.code, 0);
   assert.match(r.out, /measured .*memory .*293\.0/);
   assert.match(r.out, /280\.0 µs = \d+\.\d TFLOPS, 4330 GB\/s/);
-  assert.match(r.out, /FlashMLA 280 µs, 4337 GB\/s/);
+  assert.match(r.out, /anchor: FlashMLA 280 µs, 4337 GB\/s on an H200 with our harness; FlashMLA README, H800: 3000 GB\/s/);
+  assert.match(r.out, /^bound +memory \(intensity below the measured ridge, 185\.4 FLOP\/byte\)$/m);
 });
 
 test("flashmla roofline --fp8 --topk prints the cycle budget with and without crossover", async () => {
@@ -173,15 +133,83 @@ test("flashmla roofline exits 2 with a message for a bad command line", async ()
     [[...DENSE_COMPUTE, "--topk", "64"], /--topk applies to sparse decode/],
     [["--b", "1", "--hq", "64", "--sk", "100", "--fp8", "--topk", "128"], /--topk 128 exceeds the cache length --sk 100/],
     [["--b", "1", "--hq", "6", "--hkv", "4", "--sk", "100"], /--hkv 4 must divide --hq 6/],
-    [["--case", "nope"], /unknown case 'nope'; known cases: dense-compute,/],
-    [["--case", "dense-grid"], /grid of 16 cases; name one: dense-grid-sq1-4k,/],
+    [["--case", "nope"], /^flashmla roofline: unknown case 'nope' \(try flashmla bench --list\)\n$/],
+    [["--case", "dense-b2"], /^flashmla roofline: unknown case 'dense-b2'; did you mean dense-b1\? \(try flashmla bench --list\)\n$/],
+    [["--case", "dense-grid"], /^flashmla roofline: case 'dense-grid' is a grid of 16 cases; name one, e\.g\. dense-grid-sq1-4k \(try flashmla bench --list\)\n$/],
     [[...DENSE_COMPUTE, "--time", "-3"], /option '--time <us>' argument '-3' is invalid/],
-    [[...DENSE_COMPUTE, "--bogus"], /unknown option '--bogus'/],
+    [[...DENSE_COMPUTE, "--bogus"], /^flashmla roofline: unknown option '--bogus' \(run flashmla roofline --help\)\n$/],
   ];
   for (const [args, message] of cases) {
     const r = await run(args);
     assert.equal(r.code, 2, args.join(" "));
     assert.match(r.err, message, args.join(" "));
+    // One line and a hint, never the whole help.
+    assert.equal(r.err.split("\n").length, 2, r.err);
+    assert.doesNotMatch(r.err, /Examples:|Options:/);
     assert.equal(r.out, "", args.join(" "));
   }
+});
+
+test("flashmla roofline --json reports a bad command line as JSON on stdout, exit 2", async () => {
+  for (const args of [["--case", "nope", "--json"], ["--json", "--b", "128", "--hq", "128"], ["--json", "--bogus"], ["--json", "--b", "x"]]) {
+    const r = await run(args);
+    assert.equal(r.code, 2, args.join(" "));
+    const j = JSON.parse(r.out);
+    assert.equal(j.error.kind, "usage", args.join(" "));
+    assert.equal(j.error.command, "flashmla roofline");
+    assert.equal(j.error.exitCode, 2);
+    assert.equal(typeof j.error.message, "string");
+    assert.match(r.err, /^flashmla roofline: /);
+  }
+  const unknown = JSON.parse((await run(["--case", "nope", "--json"])).out);
+  assert.deepEqual(unknown.error, { kind: "usage", message: "unknown case 'nope'", command: "flashmla roofline", hint: "try flashmla bench --list", exitCode: 2 });
+});
+
+test("flashmla roofline --case sparse-v32 --fp8 --topk 2048 is the case itself: its figures stay, no 'differs' note", async () => {
+  const plain = JSON.parse((await run(["--case", "sparse-v32", "--json"])).out);
+  for (const extra of [["--fp8", "--topk", "2048"], ["--fp8"], ["--b", "128", "--hq", "128", "--sq", "2", "--sk", "32k", "--fp8", "--topk", "2048"]]) {
+    const r = await run(["--case", "sparse-v32", ...extra, "--json"]);
+    assert.equal(r.code, 0, r.err);
+    const j = JSON.parse(r.out);
+    assert.equal(j.case?.name, "sparse-v32", extra.join(" "));
+    assert.equal(j.measured.timeUs, 364, extra.join(" "));
+    assert.deepEqual(j.cost, plain.cost, extra.join(" "));
+    assert.doesNotMatch(j.notes.join(" "), /differs/, extra.join(" "));
+  }
+  const text = await run(["--case", "sparse-v32", "--fp8", "--topk", "2048"]);
+  assert.match(text.out, /anchor: FlashMLA 364 µs, 401 TFLOPS/);
+  assert.match(text.out, /targets: first bar ≥ 401 TFLOPS/);
+  assert.doesNotMatch(text.out, /differs/);
+  // The same for a dense case restated: --sk 8k is dense-compute's 8192.
+  const dense = JSON.parse((await run(["--case", "dense-compute", "--sk", "8k", "--b", "128", "--json"])).out);
+  assert.equal(dense.case?.name, "dense-compute");
+  // A real change still drops the case's figures.
+  const other = JSON.parse((await run(["--case", "sparse-v32", "--topk", "1024", "--json"])).out);
+  assert.equal(other.case, undefined);
+  assert.match(other.notes.join(" "), /the shape differs from case sparse-v32/);
+});
+
+test("flashmla roofline --case dense-b1 is compute-bound by the cost model, and says latency binds in practice", async () => {
+  const j = JSON.parse((await run(["--case", "dense-b1", "--json"])).out);
+  assert.equal(j.bound, "compute");
+  assert.equal(j.ceilings.find((c: { label: string }) => c.label === "measured").bound, "compute");
+  assert.match(j.case.note, /^latency/);
+  const text = (await run(["--case", "dense-b1"])).out;
+  assert.match(text, /^bound +compute \(intensity at or past the measured ridge, 185\.4 FLOP\/byte\)$/m);
+  assert.match(text, /note: latency: one long request/);
+});
+
+test("flashmla roofline uses this machine's measured ceilings from the cache when it holds the GPU model", async () => {
+  const rec = { gpuName: "NVIDIA H200", driverVersion: "580.159.04", measuredAt: "2026-12-02T17:39:06.119Z", gemmTflops: 876, readGbPerS: 4579, copyGbPerS: 3909 } as const;
+  const cache = { all: () => [rec as never] };
+  const r = await run(["--case", "dense-compute"], { cache });
+  assert.match(r.out, /measured +│ 876 +│ 4579 +│ 191\.3 /);
+  assert.match(r.out, /measured roofs: flashmla ceilings on this machine's NVIDIA H200 \(driver 580\.159\.04, 2026-12-02\)/);
+  assert.match(r.out, /of the measured 876 TFLOPS/);
+  // Another model's record is not used for an H200 analysis; --gpu h100 with it is.
+  const h100 = { all: () => [{ ...rec, gpuName: "NVIDIA H100 80GB HBM3" } as never] };
+  assert.match((await run(["--case", "dense-compute"], { cache: h100 })).out, /measured +│ 767 +│ 4138 /);
+  assert.match((await run([...DENSE_COMPUTE, "--gpu", "h100"], { cache: h100 })).out, /measured +│ 876 +│ 4579 /);
+  // --tflops replaces the cached compute roof and keeps its bandwidth.
+  assert.match((await run([...DENSE_COMPUTE, "--tflops", "800"], { cache })).out, /measured +│ 800 +│ 4579 /);
 });

@@ -1,5 +1,9 @@
+import os from "node:os";
+import path from "node:path";
 import { Command } from "commander";
+import { CeilingsCache } from "../../../src/bench/CeilingsCache.js";
 import type { GpuCommandDeps } from "../../../src/cli/commands/bench.js";
+import { registerRooflineCommand, type RooflineCommandDeps } from "../../../src/cli/commands/roofline.js";
 
 class ExitCalled extends Error {
   constructor(readonly code: number) {
@@ -13,6 +17,14 @@ export interface CommandRun {
   code: number;
   out: string;
   err: string;
+}
+
+/**
+ * A ceilings cache with nothing in it: tests must not pick up the measured ceilings a real run left
+ * on this machine.
+ */
+export function emptyCeilingsCache(): CeilingsCache {
+  return new CeilingsCache(path.join(os.tmpdir(), `flashmla-ts-no-such-dir-${process.pid}`, "ceilings.json"));
 }
 
 /**
@@ -35,6 +47,7 @@ export async function runCommand(
   });
   register(program, {
     progress: false,
+    cache: emptyCeilingsCache(),
     ...deps,
     exit: (code: number): never => {
       throw new ExitCalled(code);
@@ -47,4 +60,12 @@ export async function runCommand(
     if (e instanceof ExitCalled) return { code: e.code, out, err };
     throw e;
   }
+}
+
+/**
+ * Runs `flashmla roofline <args>` in process like {@link runCommand}; the ceilings cache is empty
+ * unless `deps` gives one, so the measured roofs are the table's.
+ */
+export async function runRoofline(args: string[], deps: Omit<RooflineCommandDeps, "exit"> = {}, colors = false): Promise<CommandRun> {
+  return runCommand((program, d) => registerRooflineCommand(program, { cache: emptyCeilingsCache(), ...deps, exit: d.exit }), ["roofline", ...args], {}, colors);
 }
