@@ -7,9 +7,17 @@ import type { DriverApi } from "./DriverApi.js";
 import { loadKoffi, loadLibrary, messageOf, type Koffi } from "./loadKoffi.js";
 import { registerDriverTypes } from "./registerDriverTypes.js";
 
-type LoadState = { ok: true; api: DriverApi } | { ok: false; error: NoGpuError };
+/**
+ * Why the driver is unusable: "missing" (no libcuda, or one without the functions we need, or koffi
+ * cannot load on this platform), "no-device" (cuInit found no CUDA device), "init-failed" (cuInit
+ * failed otherwise: a driver/library mismatch, an insufficient driver; the cause is its CudaError).
+ */
+export type DriverFailure = "missing" | "no-device" | "init-failed";
 
-let state: LoadState | undefined;
+/** The loader's verdict: the driver, or why not and the NoGpuError every GPU call throws. */
+export type DriverStatus = { ok: true; api: DriverApi } | { ok: false; failure: DriverFailure; error: NoGpuError };
+
+let state: DriverStatus | undefined;
 
 /**
  * The CUDA driver, loaded from `config.libcudaPath` (FLASHMLA_LIBCUDA) on first use, with every
@@ -20,9 +28,15 @@ let state: LoadState | undefined;
  *   (no device, driver/library mismatch, ...).
  */
 export function loadDriver(): DriverApi {
+  const status = driverStatus();
+  if (!status.ok) throw status.error;
+  return status.api;
+}
+
+/** The loader's verdict, without throwing: the driver, or why it is unusable and the error GPU calls throw. */
+export function driverStatus(): DriverStatus {
   state ??= tryLoadDriver(config.libcudaPath);
-  if (!state.ok) throw state.error;
-  return state.api;
+  return state;
 }
 
 /** Whether the driver loads and initialises, without throwing. */
@@ -35,12 +49,12 @@ export function driverAvailable(): { ok: true } | { ok: false; reason: string } 
   }
 }
 
-function tryLoadDriver(libPath: string): LoadState {
+function tryLoadDriver(libPath: string): DriverStatus {
   let koffi: Koffi;
   try {
     koffi = loadKoffi();
   } catch (e) {
-    return fail(`the FFI library koffi could not be loaded on this platform (${messageOf(e)})`, e);
+    return fail("missing", `the FFI library koffi could not be loaded on this platform (${messageOf(e)})`, e);
   }
   registerDriverTypes(koffi);
 
@@ -49,7 +63,7 @@ function tryLoadDriver(libPath: string): LoadState {
     const reason = opened.missing
       ? `${libPath} not found: no NVIDIA driver on this machine`
       : `${libPath} could not be loaded (${messageOf(opened.error)})`;
-    return fail(`${reason}; set FLASHMLA_LIBCUDA=/path/to/libcuda.so.1 if it is elsewhere`, opened.error);
+    return fail("missing", `${reason}; set FLASHMLA_LIBCUDA=/path/to/libcuda.so.1 if it is elsewhere`, opened.error);
   }
 
   const api: Record<string, unknown> = {};
@@ -59,7 +73,7 @@ function tryLoadDriver(libPath: string): LoadState {
       api[symbol] = opened.lib.func(symbol, ret, [...args]);
     } catch (e) {
       if (optional.has(symbol)) continue;
-      return fail(`${libPath} has no ${symbol}: the NVIDIA driver is too old (a driver for CUDA 12.0 or newer is needed)`, e);
+      return fail("missing", `${libPath} has no ${symbol}: the NVIDIA driver is too old (a driver for CUDA 12.0 or newer is needed)`, e);
     }
   }
   const driver = api as DriverApi;
@@ -67,15 +81,12 @@ function tryLoadDriver(libPath: string): LoadState {
   const rc = driver.cuInit(0);
   if (rc !== CUresult.SUCCESS) {
     const err = cudaErrorFor(driver, rc, "cuInit");
-    const reason =
-      rc === CUresult.ERROR_NO_DEVICE
-        ? `the NVIDIA driver found no CUDA device (${err.errorName})`
-        : `the NVIDIA driver did not initialise: ${err.message}`;
-    return fail(reason, err);
+    if (rc === CUresult.ERROR_NO_DEVICE) return fail("no-device", `the NVIDIA driver found no CUDA device (${err.errorName})`, err);
+    return fail("init-failed", `the NVIDIA driver did not initialise: ${err.message}`, err);
   }
   return { ok: true, api: driver };
 }
 
-function fail(reason: string, cause: unknown): LoadState {
-  return { ok: false, error: new NoGpuError(reason, { cause }) };
+function fail(failure: DriverFailure, reason: string, cause: unknown): DriverStatus {
+  return { ok: false, failure, error: new NoGpuError(reason, { cause }) };
 }

@@ -1,5 +1,5 @@
-import { ArgumentError, formatShape } from "../errors/ArgumentError.js";
-import { Stream } from "../runtime/Stream.js";
+import { ArgumentError, describeValue, formatShape } from "../errors/ArgumentError.js";
+import { optionalStream, type Stream } from "../runtime/Stream.js";
 import { Tensor } from "../runtime/Tensor.js";
 import type { DType } from "../runtime/dtype.js";
 
@@ -24,7 +24,7 @@ export interface TensorSpec {
  * throws an ArgumentError naming the function, the argument, what was expected and what was given.
  */
 export function checkTensor(fn: string, name: string, t: unknown, spec: TensorSpec): Tensor {
-  if (!(t instanceof Tensor)) throw new ArgumentError(fn, name, "a Tensor", describe(t));
+  if (!(t instanceof Tensor)) throw new ArgumentError(fn, name, "a Tensor", describeValue(t));
   if (!spec.dtypes.includes(t.dtype)) throw new ArgumentError(fn, name, `dtype ${spec.dtypes.join(" or ")}`, t.dtype);
   if (t.rank !== spec.shape.length) {
     throw new ArgumentError(fn, name, `rank ${spec.shape.length} [${spec.dims.join(", ")}]`, `rank ${t.rank} ${formatShape(t.shape)}`);
@@ -60,12 +60,11 @@ export function checkTensor(fn: string, name: string, t: unknown, spec: TensorSp
  * tensor's device.
  */
 export function checkStream(fn: string, stream: unknown, on?: { name: string; tensor: Tensor }): Stream | undefined {
-  if (stream === undefined) return undefined;
-  if (!(stream instanceof Stream)) throw new ArgumentError(fn, "stream", "a Stream (Stream.create()) or undefined", stream === null ? "null" : typeof stream);
-  if (on && on.tensor.isCuda && stream.deviceOrdinal !== on.tensor.deviceOrdinal) {
-    throw new ArgumentError(fn, "stream", `a stream on ${on.name}'s device (${on.tensor.device})`, `a stream on cuda:${stream.deviceOrdinal}`);
+  const checked = optionalStream(fn, "stream", stream);
+  if (checked && on && on.tensor.isCuda && checked.deviceOrdinal !== on.tensor.deviceOrdinal) {
+    throw new ArgumentError(fn, "stream", `a stream on ${on.name}'s device (${on.tensor.device})`, `a stream on cuda:${checked.deviceOrdinal}`);
   }
-  return stream;
+  return checked;
 }
 
 /** Checks that all CUDA tensors live on one device. */
@@ -81,14 +80,8 @@ export function checkSameDevice(fn: string, tensors: Record<string, Tensor | und
 }
 
 export function checkScalar(fn: string, name: string, v: unknown, ok: (v: number) => boolean, expected: string): number {
-  if (typeof v !== "number" || !ok(v)) throw new ArgumentError(fn, name, expected, describe(v));
+  if (typeof v !== "number" || !ok(v)) throw new ArgumentError(fn, name, expected, describeValue(v));
   return v;
 }
 
-/** A value as an error message names it: its type and value, or its class. */
-export function describe(v: unknown): string {
-  if (v === undefined) return "undefined";
-  if (v === null) return "null";
-  if (typeof v === "object") return (v as object).constructor?.name ?? "object";
-  return `${typeof v} ${String(v)}`;
-}
+export { describeValue as describe } from "../errors/ArgumentError.js";

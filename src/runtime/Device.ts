@@ -1,9 +1,10 @@
-import { ArgumentError } from "../errors/ArgumentError.js";
+import { ArgumentError, describeValue } from "../errors/ArgumentError.js";
+import { CudaError } from "../errors/CudaError.js";
 import { NoGpuError } from "../errors/NoGpuError.js";
 import { check } from "../driver/check.js";
 import { CUdeviceAttribute } from "../driver/cudaEnums.js";
 import type { DriverApi } from "../driver/DriverApi.js";
-import { loadDriver } from "../driver/loadDriver.js";
+import { driverStatus, loadDriver } from "../driver/loadDriver.js";
 
 const devices = new Map<number, Device>();
 /** Ordinal whose primary context is current on this thread (Node runs driver calls on one thread). */
@@ -60,10 +61,20 @@ export class Device {
     this.totalMemBytes = Number(total[0]);
   }
 
-  /** Number of CUDA devices the driver sees. @throws NoGpuError without a driver. */
+  /**
+   * Number of CUDA devices the driver sees: 0 without a driver (no libcuda.so.1, or one too old) and
+   * when the driver finds no device, so a program can ask before it opens one. `gpuStatus()` says why.
+   * @throws CudaError when the driver is there but fails (cuInit fails otherwise, cuDeviceGetCount fails):
+   *   a broken installation should not read as "no GPU".
+   */
   static count(): number {
+    const status = driverStatus();
+    if (!status.ok) {
+      if (status.failure === "init-failed" && status.error.cause instanceof CudaError) throw status.error.cause;
+      return 0;
+    }
     const out = new Int32Array(1);
-    check(loadDriver().cuDeviceGetCount(out), "cuDeviceGetCount");
+    check(status.api.cuDeviceGetCount(out), "cuDeviceGetCount");
     return out[0];
   }
 
@@ -73,11 +84,10 @@ export class Device {
    * @throws NoGpuError when there is no driver or no device; ArgumentError for a bad ordinal.
    */
   static get(ordinal = 0): Device {
-    if (!Number.isInteger(ordinal) || ordinal < 0) {
-      throw new ArgumentError("Device.get", "ordinal", "a non-negative integer", String(ordinal));
-    }
+    checkDeviceOrdinal("Device.get", "ordinal", ordinal);
     let device = devices.get(ordinal);
     if (!device) {
+      // First, so that without a driver the error is the loader's (what is missing), not count()'s 0.
       const api = loadDriver();
       const count = Device.count();
       if (count === 0) throw new NoGpuError("the NVIDIA driver found no CUDA device");
@@ -111,6 +121,9 @@ export class Device {
 
   /** Reads any CUdevice_attribute (see cuda.h); the named properties cover the common ones. */
   attribute(attribute: number): number {
+    if (!Number.isSafeInteger(attribute) || attribute < 0) {
+      throw new ArgumentError("Device.attribute", "attribute", "a CUdevice_attribute (a non-negative integer, see cuda.h)", describeValue(attribute));
+    }
     const out = new Int32Array(1);
     check(loadDriver().cuDeviceGetAttribute(out, attribute, this.handle), "cuDeviceGetAttribute");
     return out[0];
@@ -134,6 +147,18 @@ export class Device {
   toString(): string {
     return `Device(cuda:${this.ordinal}, ${this.name}, cc ${this.computeCapability.major}.${this.computeCapability.minor})`;
   }
+}
+
+/**
+ * Checks a device ordinal argument (0 for the first GPU). A Device passed where its ordinal belongs is
+ * named as such, since `Stream.create(device)` is an easy slip.
+ */
+export function checkDeviceOrdinal(fn: string, argument: string, ordinal: unknown): number {
+  if (typeof ordinal !== "number" || !Number.isSafeInteger(ordinal) || ordinal < 0) {
+    const got = typeof ordinal === "number" ? String(ordinal) : ordinal instanceof Device ? `${ordinal} (pass device.ordinal)` : describeValue(ordinal);
+    throw new ArgumentError(fn, argument, "a non-negative integer", got);
+  }
+  return ordinal;
 }
 
 /**

@@ -1,9 +1,10 @@
 import { check } from "../driver/check.js";
 import { CUflags, CUresult } from "../driver/cudaEnums.js";
 import { loadDriver } from "../driver/loadDriver.js";
-import { driverOn } from "./Device.js";
+import { ArgumentError, describeValue, optionsObject } from "../errors/ArgumentError.js";
+import { checkDeviceOrdinal, driverOn } from "./Device.js";
 import { DisposeOnce } from "./DisposeOnce.js";
-import { streamHandle, type Stream } from "./Stream.js";
+import { optionalStream, streamHandle, type Stream } from "./Stream.js";
 
 /** Options for `Event.create`. */
 export interface EventOptions {
@@ -29,11 +30,16 @@ export class Event {
   }
 
   /** Creates an event (timing enabled unless `timing: false`). */
-  static create(options: EventOptions = {}): Event {
-    const ordinal = options.deviceOrdinal ?? 0;
+  static create(options?: EventOptions): Event {
+    const fn = "Event.create";
+    const { timing, blockingSync, deviceOrdinal } = optionsObject(fn, "options", options);
+    const ordinal = checkDeviceOrdinal(fn, "options.deviceOrdinal", deviceOrdinal ?? 0);
+    for (const [name, value] of [["timing", timing], ["blockingSync", blockingSync]] as const) {
+      if (value !== undefined && typeof value !== "boolean") throw new ArgumentError(fn, `options.${name}`, "a boolean or undefined", describeValue(value));
+    }
     let flags: number = CUflags.EVENT_DEFAULT;
-    if (options.timing === false) flags |= CUflags.EVENT_DISABLE_TIMING;
-    if (options.blockingSync) flags |= CUflags.EVENT_BLOCKING_SYNC;
+    if (timing === false) flags |= CUflags.EVENT_DISABLE_TIMING;
+    if (blockingSync === true) flags |= CUflags.EVENT_BLOCKING_SYNC;
     const out = new BigUint64Array(1);
     check(driverOn(ordinal).cuEventCreate(out, flags), "cuEventCreate");
     return new Event(out[0], ordinal);
@@ -44,6 +50,8 @@ export class Event {
    * Both must have timing enabled; call `end.synchronize()` first.
    */
   static elapsedMs(start: Event, end: Event): number {
+    requireEvent("Event.elapsedMs", "start", start);
+    requireEvent("Event.elapsedMs", "end", end);
     const api = driverOn(start.deviceOrdinal);
     const out = new Float32Array(1);
     if (api.cuEventElapsedTime_v2) {
@@ -68,6 +76,7 @@ export class Event {
 
   /** Records the event at the current end of `stream` (the legacy default stream when absent). */
   record(stream?: Stream): void {
+    optionalStream("Event.record", "stream", stream);
     check(driverOn(this.deviceOrdinal).cuEventRecord(this.handle, streamHandle(stream)), "cuEventRecord");
   }
 
@@ -91,4 +100,10 @@ export class Event {
   [Symbol.dispose](): void {
     this.dispose();
   }
+}
+
+/** Checks an `event` argument: an Event (Event.create()). */
+export function requireEvent(fn: string, argument: string, event: unknown): Event {
+  if (!(event instanceof Event)) throw new ArgumentError(fn, argument, "an Event (Event.create())", describeValue(event));
+  return event;
 }

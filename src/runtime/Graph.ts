@@ -1,9 +1,9 @@
-import { ArgumentError } from "../errors/ArgumentError.js";
+import { ArgumentError, describeValue } from "../errors/ArgumentError.js";
 import { check } from "../driver/check.js";
 import { CUflags } from "../driver/cudaEnums.js";
 import { driverOn } from "./Device.js";
 import { DisposeOnce } from "./DisposeOnce.js";
-import type { Stream } from "./Stream.js";
+import { requireStream, type Stream } from "./Stream.js";
 
 /** Captures in progress (Graph.capture), so library code can avoid calls that capture forbids. */
 let capturesInProgress = 0;
@@ -40,7 +40,8 @@ export class Graph {
    * `fn` must be synchronous; if it throws, the capture is ended and discarded and the error rethrown.
    */
   static capture(stream: Stream, fn: () => void): Graph {
-    if (typeof fn !== "function") throw new ArgumentError("Graph.capture", "fn", "a function", typeof fn);
+    requireStream("Graph.capture", "stream", stream);
+    if (typeof fn !== "function") throw new ArgumentError("Graph.capture", "fn", "a function", describeValue(fn));
     const api = driverOn(stream.deviceOrdinal);
     check(api.cuStreamBeginCapture_v2(stream.handle, CUflags.STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture_v2");
     let failure: { error: unknown } | undefined;
@@ -75,6 +76,7 @@ export class Graph {
 
   /** Queues one replay of the graph on `stream`. */
   launch(stream: Stream): void {
+    requireStream("Graph.launch", "stream", stream);
     this.#state.assertLive("Graph.launch");
     check(driverOn(this.deviceOrdinal).cuGraphLaunch(this.#exec, stream.handle), "cuGraphLaunch");
   }

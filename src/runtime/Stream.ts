@@ -1,8 +1,9 @@
 import { check } from "../driver/check.js";
 import { CUflags, CUresult } from "../driver/cudaEnums.js";
-import { driverOn } from "./Device.js";
+import { ArgumentError, describeValue } from "../errors/ArgumentError.js";
+import { checkDeviceOrdinal, driverOn } from "./Device.js";
 import { DisposeOnce } from "./DisposeOnce.js";
-import type { Event } from "./Event.js";
+import { requireEvent, type Event } from "./Event.js";
 
 /**
  * A CUDA stream (cuStreamCreate, non-blocking: it does not wait for the legacy default stream, so
@@ -23,6 +24,7 @@ export class Stream {
 
   /** Creates a non-blocking stream on device `deviceOrdinal`. @default deviceOrdinal 0 */
   static create(deviceOrdinal = 0): Stream {
+    checkDeviceOrdinal("Stream.create", "deviceOrdinal", deviceOrdinal);
     const out = new BigUint64Array(1);
     check(driverOn(deviceOrdinal).cuStreamCreate(out, CUflags.STREAM_NON_BLOCKING), "cuStreamCreate");
     return new Stream(out[0], deviceOrdinal);
@@ -53,6 +55,7 @@ export class Stream {
 
   /** Makes later work on this stream wait until `event` (as last recorded) has completed. */
   waitEvent(event: Event): void {
+    requireEvent("Stream.waitEvent", "event", event);
     check(driverOn(this.deviceOrdinal).cuStreamWaitEvent(this.handle, event.handle, 0), "cuStreamWaitEvent");
   }
 
@@ -63,6 +66,21 @@ export class Stream {
   [Symbol.dispose](): void {
     this.dispose();
   }
+}
+
+/**
+ * Checks a `stream` argument that may be left out: a Stream or undefined (the legacy default stream).
+ * Anything else, a Device or a raw CUstream handle included, is an ArgumentError naming `fn`.
+ */
+export function optionalStream(fn: string, argument: string, stream: unknown): Stream | undefined {
+  if (stream === undefined) return undefined;
+  return requireStream(fn, argument, stream, "a Stream (Stream.create()) or undefined");
+}
+
+/** Checks a `stream` argument that must be given. */
+export function requireStream(fn: string, argument: string, stream: unknown, expected = "a Stream (Stream.create())"): Stream {
+  if (!(stream instanceof Stream)) throw new ArgumentError(fn, argument, expected, describeValue(stream));
+  return stream;
 }
 
 /** The CUstream to pass for an optional stream: the legacy default stream (0) when absent. */

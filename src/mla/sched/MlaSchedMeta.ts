@@ -5,7 +5,7 @@ import { DeviceBuffer } from "../../runtime/DeviceBuffer.js";
 import { Event } from "../../runtime/Event.js";
 import { graphCaptureInProgress } from "../../runtime/Graph.js";
 import { PinnedHostBuffer } from "../../runtime/PinnedHostBuffer.js";
-import { streamHandle, type Stream } from "../../runtime/Stream.js";
+import { optionalStream, streamHandle, type Stream } from "../../runtime/Stream.js";
 import { Tensor } from "../../runtime/Tensor.js";
 import type { DType } from "../../runtime/dtype.js";
 import { DEVICE_ERROR_WORDS, D_V, SCHED_META_INTS } from "../contract/shape.js";
@@ -227,6 +227,7 @@ export class MlaSchedMeta {
    * sparse calls (whose invalid indices are skipped by definition).
    */
   checkErrors(stream?: Stream): void {
+    optionalStream("MlaSchedMeta.checkErrors", "stream", stream);
     const ws = this.#workspace;
     if (this.#disposed || ws === undefined || ws.kind !== "dense") return;
     const words = ws.errors.toHost(stream).host as Int32Array;

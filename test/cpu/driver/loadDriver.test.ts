@@ -16,6 +16,8 @@ const mod = (p: string) => JSON.stringify(pathToFileURL(path.join(srcDir, p)).hr
  */
 function probeWithLibcuda(libcuda: string): {
   available: { ok: boolean; reason?: string };
+  /** Device.count()'s answer, or the error it threw. */
+  count: number | { name: string; noGpu: boolean; message: string };
   sameErrorTwice: boolean;
   calls: Record<string, { name: string; noGpu: boolean; message: string } | "ok">;
 } {
@@ -30,10 +32,10 @@ function probeWithLibcuda(libcuda: string): {
     const errorOf = () => { try { loadDriver(); } catch (e) { return e; } };
     const out = {
       available: driverAvailable(),
+      count: (() => { try { return Device.count(); } catch (e) { return { name: e.name, noGpu: e instanceof NoGpuError, message: e.message }; } })(),
       sameErrorTwice: errorOf() === errorOf(),
       calls: {
         "Device.get": attempt(() => Device.get()),
-        "Device.count": attempt(() => Device.count()),
         "DeviceBuffer.alloc": attempt(() => DeviceBuffer.alloc(16)),
         "Stream.create": attempt(() => Stream.create()),
         "Event.create": attempt(() => Event.create()),
@@ -48,9 +50,11 @@ function probeWithLibcuda(libcuda: string): {
   return JSON.parse(stdout);
 }
 
-test("driverAvailable() reports a missing libcuda with the remedy, and every GPU call throws NoGpuError", () => {
+test("driverAvailable() reports a missing libcuda with the remedy, Device.count() is 0, and every GPU call throws NoGpuError", () => {
   const missing = "/nonexistent/flashmla-test/libcuda.so.1";
   const r = probeWithLibcuda(missing);
+  // A program asks how many GPUs there are before it opens one; without a driver the answer is none.
+  assert.equal(r.count, 0);
   assert.equal(r.available.ok, false);
   assert.equal(
     r.available.reason,
@@ -74,6 +78,7 @@ test("driverAvailable() reports a file that is not a shared library as not loada
   assert.equal(r.available.ok, false);
   assert.match(r.available.reason!, new RegExp(`^${fake.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")} could not be loaded \\(`));
   assert.match(r.available.reason!, /set FLASHMLA_LIBCUDA=/);
+  assert.equal(r.count, 0);
 });
 
 test("driverAvailable() reports a library without the CUDA driver functions", { skip: process.platform !== "linux" && "needs glibc's libc.so.6" }, () => {
@@ -81,4 +86,5 @@ test("driverAvailable() reports a library without the CUDA driver functions", { 
   assert.equal(r.available.ok, false);
   assert.match(r.available.reason!, /^libc\.so\.6 has no cu\w+: the NVIDIA driver is too old/);
   assert.equal((r.calls["Device.get"] as { noGpu: boolean }).noGpu, true);
+  assert.equal(r.count, 0, "a driver too old to use counts as none");
 });

@@ -108,7 +108,7 @@ test("validateDenseArgs() names every argument's dtype, rank, shape and layout e
     ["softmaxScale a string", { softmaxScale: "0.05" }, `${D} 'softmaxScale': expected a finite number > 0, got string 0.05`],
     ["causal a string", { causal: "true" }, `${D} 'causal': expected a boolean, got string`],
     ["schedMeta missing", { schedMeta: undefined }, `${D} 'schedMeta': expected the object getMlaMetadata() returns, got undefined`],
-    ["stream not a Stream", { stream: { handle: 0n } }, `${D} 'stream': expected a Stream (Stream.create()) or undefined, got object`],
+    ["stream not a Stream", { stream: { handle: 0n } }, `${D} 'stream': expected a Stream (Stream.create()) or undefined, got Object`],
     ["out rank 3", { out: bf16([2, 2, 4096]) }, `${D} 'out': expected rank 4 [b, s_q, h_q, d_v], got rank 3 [2, 2, 4096]`],
     ["out with 576 columns", { out: bf16([2, 2, 8, 576]) }, `${D} 'out': expected d_v = 512 (shape [2, 2, 8, 512]), got 576 (shape [2, 2, 8, 576])`],
     ["out for another batch", { out: bf16([3, 2, 8, 512]) }, `${D} 'out': expected b = 2 (shape [2, 2, 8, 512]), got 3 (shape [3, 2, 8, 512])`],
@@ -215,7 +215,7 @@ test("validateWriteKvCacheFp8Args() names every argument's dtype, shape, layout 
     ["kCache MODEL1 tokens (584 bytes)", { kCache: host([3, 4, 1, 584], "u8") }, `${W} 'kCache': expected token_bytes = 656 (shape [num_blocks, page_block_size, 1, 656]), got 584 (shape [3, 4, 1, 584])`],
     ["kCache token stride 1312", { kCache: host([3, 8, 1, 656], "u8").view([3, 4, 1, 656], [8 * 656, 1312, 656, 1]) }, `${W} 'kCache': expected a token stride of 656 bytes, got 1312`],
     ["kCache block stride 2632", { kCache: host([3 * 2632], "u8").view([3, 4, 1, 656], [2632, 656, 656, 1]) }, `${W} 'kCache': expected a block stride that is a multiple of 16 bytes, got 2632`],
-    ["stream not a Stream", { stream: 7 }, `${W} 'stream': expected a Stream (Stream.create()) or undefined, got number`],
+    ["stream not a Stream", { stream: 7 }, `${W} 'stream': expected a Stream (Stream.create()) or undefined, got number 7`],
   ];
   rejects("args null", () => validateWriteKvCacheFp8Args(any(null), false), `${W} 'args': expected an options object, got null`);
   for (const [what, over, message] of cases) rejects(what, () => validateWriteKvCacheFp8Args(writer(host, over), false), message);
@@ -245,7 +245,7 @@ test("quantizeKvCacheFp8() names bad arguments and quantizes host tensors on the
   rejects("kv f32", () => quantizeKvCacheFp8(host([2, 576], "f32")), `${Q} 'kv': expected dtype bf16, got f32`);
   rejects("kv [n, 656]", () => quantizeKvCacheFp8(host([2, 656], "bf16")), `${Q} 'kv': expected d_qk = 576 (shape [num_tokens, 576]), got 656 (shape [2, 656])`);
   rejects("kv last dim strided", () => quantizeKvCacheFp8(host([2, 1152], "bf16").view([2, 576], [1152, 2])), `${Q} 'kv': expected stride 1 in the last dimension, got strides [1152, 2]`);
-  rejects("stream not a Stream", () => quantizeKvCacheFp8(host([2, 576], "bf16"), any("default")), `${Q} 'stream': expected a Stream (Stream.create()) or undefined, got string`);
+  rejects("stream not a Stream", () => quantizeKvCacheFp8(host([2, 576], "bf16"), any("default")), `${Q} 'stream': expected a Stream (Stream.create()) or undefined, got string default`);
   assert.deepEqual(quantizeKvCacheFp8(host([0, 576], "bf16")).shape, [0, 656]);
   // A row-strided view is quantized from its own rows.
   const rows = randomBf16(new Rng(5), 3 * 600, { std: 0.5 });
