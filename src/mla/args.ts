@@ -45,10 +45,10 @@ export interface FlashMlaWithKvcacheArgs {
   lse?: Tensor;
 }
 
-/** Results of `flashMlaWithKvcache`. */
+/** Results of `flashMlaWithKvcache`; `out.toFloat32()` reads the output back as numbers. */
 export interface FlashMlaResult {
   /** [b, s_q, h_q, 512], q's dtype. */
-  out: Tensor;
+  out: Tensor<"bf16" | "fp16">;
   /** [b, h_q, s_q] f32, natural log (+inf for a row that sees no key). */
-  lse: Tensor;
+  lse: Tensor<"f32">;
 }

@@ -7,15 +7,16 @@ import { D_V } from "./contract/shape.js";
  * given, else new ones on `ordinal`. If lse cannot be allocated, an out allocated here is freed before
  * the error propagates (a server retries such calls, and must not leak on each retry).
  */
-export function decodeOutputs(
+export function decodeOutputs<D extends DType>(
   shape: { b: number; s_q: number; h_q: number },
-  outDtype: DType,
+  outDtype: D,
   ordinal: number,
   given: { out?: Tensor; lse?: Tensor } = {},
-): { out: Tensor; lse: Tensor } {
-  const out = given.out ?? Tensor.emptyDevice([shape.b, shape.s_q, shape.h_q, D_V], outDtype, ordinal);
+): { out: Tensor<D>; lse: Tensor<"f32"> } {
+  // The caller's validation has checked a given out's dtype against outDtype and a given lse's as f32.
+  const out = (given.out as Tensor<D> | undefined) ?? Tensor.emptyDevice([shape.b, shape.s_q, shape.h_q, D_V], outDtype, ordinal);
   try {
-    return { out, lse: given.lse ?? Tensor.emptyDevice([shape.b, shape.h_q, shape.s_q], "f32", ordinal) };
+    return { out, lse: (given.lse as Tensor<"f32"> | undefined) ?? Tensor.emptyDevice([shape.b, shape.h_q, shape.s_q], "f32", ordinal) };
   } catch (e) {
     if (given.out === undefined) out.dispose();
     throw e;

@@ -1,4 +1,13 @@
-/** Element types a Tensor can hold. bf16/fp16 live in Uint16Array, fp8/u8 in Uint8Array. */
+/**
+ * Element types a Tensor can hold, and the host array that stores each bit for bit:
+ * - "bf16": bfloat16 (8 exponent bits, 7 mantissa bits), as 16-bit patterns in a Uint16Array;
+ * - "fp16": IEEE binary16 half precision, as 16-bit patterns in a Uint16Array;
+ * - "fp8_e4m3": OCP e4m3fn (bias 7, no infinities, max ±448), one code per byte in a Uint8Array;
+ * - "f32": IEEE binary32 in a Float32Array;
+ * - "i32": signed 32-bit integers in an Int32Array (block tables, lengths, token ids);
+ * - "u8": raw bytes in a Uint8Array (the V32 FP8 KV cache: 656 bytes per token).
+ * `Tensor.fromFloat32` builds bf16/fp16/f32 from numbers; `tensor.toFloat32()` reads any dtype back.
+ */
 export type DType = "bf16" | "fp16" | "fp8_e4m3" | "f32" | "i32" | "u8";
 
 export const DTYPES: readonly DType[] = ["bf16", "fp16", "fp8_e4m3", "f32", "i32", "u8"];

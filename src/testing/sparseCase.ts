@@ -41,7 +41,7 @@ export interface SparseCase {
   /** [b, s_q, h_q, 576] bf16 */
   q: Tensor;
   /** [num_blocks, pageBlockSize, 1, 656] u8 (block stride (pageBlockSize + blockPadTokens)·656); unreferenced tokens are all 0xff (NaN). */
-  kCache: Tensor;
+  kCache: Tensor<"u8">;
   /** [b, s_q, topk] i32 physical token ids (block·pageBlockSize + offset), −1 = invalid */
   indices: Tensor;
   /** [b] i32, when asked for */

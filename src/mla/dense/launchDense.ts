@@ -62,7 +62,7 @@ export function launchDense(args: FlashMlaWithKvcacheArgs, overrides: DenseOverr
     (w) => launchScheduler(w, { lengths: cacheSeqlens, b: call.b, maxLen: 0, maxValidLen: DENSE_PAGE_BLOCK_SIZE * call.max_blocks_per_seq, fixedOverhead: DENSE_SCHED_FIXED_OVERHEAD }, stream),
   );
 
-  const { out, lse } = decodeOutputs(call, q.dtype, ordinal, args);
+  const { out, lse } = decodeOutputs(call, q.dtype === "fp16" ? "fp16" : "bf16", ordinal, args);
   const qMap = encodeDenseQMap(q, call, heads_per_kv);
   const pairsMerged = overrides.mergeSplitPairs !== false;
   const params = DenseParamsStruct.pack({

@@ -69,7 +69,7 @@ export function writeKvCacheFp8(args: WriteKvCacheFp8Args): void {
  * Quantizes [num_tokens, 576] bf16 tokens to [num_tokens, 656] V32 FP8 bytes: on the GPU for a CUDA
  * tensor (through writeKvCacheFp8), on the CPU for a host tensor. Both give the same bytes.
  */
-export function quantizeKvCacheFp8(kv: Tensor, stream?: Stream): Tensor {
+export function quantizeKvCacheFp8(kv: Tensor, stream?: Stream): Tensor<"u8"> {
   const fn = "quantizeKvCacheFp8";
   checkTensor(fn, "kv", kv, { dtypes: ["bf16"], shape: [undefined, D_QK], dims: ["num_tokens", "d_qk"], lastDimContiguous: true });
   checkStream(fn, stream);

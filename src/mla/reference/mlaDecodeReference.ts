@@ -1,3 +1,4 @@
+import { optionsObject } from "../../errors/ArgumentError.js";
 import { bf16BitsToF32, f64ToBf16Bits } from "../../numeric/bf16.js";
 import { f64ToFp16Bits, fp16BitsToF32 } from "../../numeric/fp16.js";
 import { FP8_TOKEN_BYTES, dequantizeKvTokenV32 } from "../../numeric/kvCacheFp8.js";
@@ -10,9 +11,9 @@ export type { MlaDecodeReferenceArgs, ReferenceRow } from "./referenceArgs.js";
 /** Results of {@link mlaDecodeReference}. */
 export interface MlaDecodeReferenceResult {
   /** [b, s_q, h_q, d_v=512] in q's dtype, rounded once from the float64 result. */
-  out: Tensor;
+  out: Tensor<"bf16" | "fp16">;
   /** [b, h_q, s_q] f32, natural log of the softmax denominator (+inf for a row that sees no key). */
-  lse: Tensor;
+  lse: Tensor<"f32">;
   /** [b, s_q, h_q, d_v] row-major: `out` before rounding to q's dtype (float64 rounded to f32 only). */
   outF32: Float32Array;
 }
@@ -42,8 +43,8 @@ const NAN_BITS = { bf16: 0x7fc0, fp16: 0x7e00 } as const;
  * @example
  * const { out, lse } = mlaDecodeReference({ q, kCache, blockTable, cacheSeqlens, headDimV: 512, causal: true });
  */
-export function mlaDecodeReference(args: MlaDecodeReferenceArgs, opts: MlaDecodeReferenceOptions = {}): MlaDecodeReferenceResult {
-  const p = referenceArgs(args, opts.rows);
+export function mlaDecodeReference(args: MlaDecodeReferenceArgs, opts?: MlaDecodeReferenceOptions): MlaDecodeReferenceResult {
+  const p = referenceArgs(args, optionsObject("mlaDecodeReference", "opts", opts).rows);
   const { b, s_q, h_q, d_v, dtype } = p;
 
   const out = Tensor.zerosHost([b, s_q, h_q, d_v], dtype); // [b, s_q, h_q, d_v]
