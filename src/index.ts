@@ -17,12 +17,20 @@ export { quantizeKvCacheFp8, writeKvCacheFp8, type WriteKvCacheFp8Args } from ".
 export { dequantizeKvCacheV32, quantizeKvCacheV32 } from "./numeric/kvCacheFp8.js";
 export { bf16ArrayToF32, f32ArrayToBf16 } from "./numeric/bf16.js";
 export { f32ArrayToFp16, fp16ArrayToF32 } from "./numeric/fp16.js";
+export {
+  gpuStatus,
+  type GpuDeviceSummary,
+  type GpuStatus,
+  type GpuStatusOptions,
+  type KernelStatus,
+} from "./mla/gpuStatus.js";
 export { Device } from "./runtime/Device.js";
 export { Event } from "./runtime/Event.js";
 export { Graph } from "./runtime/Graph.js";
 export { Stream } from "./runtime/Stream.js";
-export { Tensor, type DeviceName } from "./runtime/Tensor.js";
-export type { DType, HostArray } from "./runtime/dtype.js";
+export { Tensor, type DeviceName, type FloatDType } from "./runtime/Tensor.js";
+export type { DType, HostArray, HostArrayOf } from "./runtime/dtype.js";
+export type { FloatValues } from "./numeric/checkArrayArgument.js";
 export { ArgumentError } from "./errors/ArgumentError.js";
 export { CudaError } from "./errors/CudaError.js";
 export { NoGpuError } from "./errors/NoGpuError.js";

@@ -23,6 +23,7 @@ test("the package root exports exactly what a user calls", () => {
     "flashMlaWithKvcache",
     "fp16ArrayToF32",
     "getMlaMetadata",
+    "gpuStatus",
     "mlaDecodeReference",
     "quantizeKvCacheFp8",
     "quantizeKvCacheV32",

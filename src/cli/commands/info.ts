@@ -2,9 +2,8 @@ import { Command, Option } from "commander";
 import { config } from "../../config.js";
 import { check } from "../../driver/check.js";
 import { driverAvailable, loadDriver } from "../../driver/loadDriver.js";
+import { gpuStatus, type GpuStatus, type KernelStatus } from "../../mla/gpuStatus.js";
 import { Device } from "../../runtime/Device.js";
-import { hopperSupport } from "../../runtime/hopperSupport.js";
-import { readKernelManifest, readVerifiedCubin } from "../../runtime/readVerifiedCubin.js";
 import { nonNegativeInteger, packageVersion } from "../options.js";
 
 /** What `flashmla info` found: software, driver, the GPU, the kernels and what can run. */
@@ -17,9 +16,12 @@ export interface InfoReport {
   deviceCount: number;
   /** The selected GPU, or why there is none. */
   gpu: GpuInfo | { available: false; reason: string };
-  kernels: { dir: string; ok: boolean; modules: string[]; problem?: string };
+  /** The kernel folder (gpuStatus's `kernels`); `ok` is `present`, kept for readers of older reports. */
+  kernels: KernelStatus & { ok: boolean };
   /** Whether the sm_90a kernels can run here, and if not why not. */
   hopperKernels: { canRun: boolean; reason: string };
+  /** The library's own answer (gpuStatus()): ok, or the first check that failed and what to do. */
+  gpuStatus: GpuStatus;
   /** The float64 CPU reference needs nothing but Node. */
   cpuReference: { available: true; entryPoint: "mlaDecodeReference" };
 }
@@ -54,11 +56,12 @@ export interface CollectInfoOptions {
 
 /**
  * Gathers the report. Never throws for a missing driver, GPU or kernel build: each becomes a
- * reason in the report.
+ * reason in the report. The verdict is gpuStatus()'s; the rest describes the machine.
  */
 export function collectInfo(options: CollectInfoOptions = {}): InfoReport {
   const ordinal = options.deviceOrdinal ?? config.deviceOrdinal;
-  const kernels = inspectKernels(options.kernelDir ?? config.kernelDir);
+  const status = gpuStatus(ordinal, { kernelDir: options.kernelDir ?? config.kernelDir });
+  const kernels = { ...status.kernels, ok: status.kernels.present };
   const base = { packageVersion: packageVersion(), nodeVersion: process.version, libcudaPath: config.libcudaPath };
   const cpuReference = { available: true, entryPoint: "mlaDecodeReference" } as const;
 
@@ -71,6 +74,7 @@ export function collectInfo(options: CollectInfoOptions = {}): InfoReport {
       gpu: { available: false, reason: probe.reason },
       kernels,
       hopperKernels: { canRun: false, reason: "no GPU was found" },
+      gpuStatus: status,
       cpuReference,
     };
   }
@@ -89,7 +93,7 @@ export function collectInfo(options: CollectInfoOptions = {}): InfoReport {
   } catch (e) {
     gpu = { available: false, reason: e instanceof Error ? e.message : String(e) };
   }
-  return { ...base, driver, deviceCount, gpu, kernels, hopperKernels: hopperVerdict(gpu, kernels), cpuReference };
+  return { ...base, driver, deviceCount, gpu, kernels, hopperKernels: hopperVerdict(status), gpuStatus: status, cpuReference };
 }
 
 function describeGpu(device: Device): GpuInfo {
@@ -114,27 +118,10 @@ function describeGpu(device: Device): GpuInfo {
   };
 }
 
-function inspectKernels(dir: string): InfoReport["kernels"] {
-  try {
-    const modules = readKernelManifest(dir).map((e) => e.name);
-    // Hashing every cubin costs a few milliseconds and catches a half-finished rebuild.
-    for (const name of modules) readVerifiedCubin(dir, name);
-    if (modules.length === 0) return { dir, ok: false, modules, problem: `${dir}/manifest.json lists no kernels; run npm run build:kernels` };
-    return { dir, ok: true, modules };
-  } catch (e) {
-    return { dir, ok: false, modules: [], problem: e instanceof Error ? e.message : String(e) };
-  }
+function hopperVerdict(status: GpuStatus): InfoReport["hopperKernels"] {
+  if (!status.ok) return { canRun: false, reason: status.message };
+  return { canRun: true, reason: `${status.device.name} is sm_90 and ${status.kernels.modules.length} verified cubins are in ${status.kernels.dir}` };
 }
-
-function hopperVerdict(gpu: InfoReport["gpu"], kernels: InfoReport["kernels"]): InfoReport["hopperKernels"] {
-  if (!gpu.available) return { canRun: false, reason: gpu.reason };
-  const [major, minor] = gpu.computeCapability.split(".").map(Number);
-  const support = hopperSupport({ name: gpu.name, computeCapability: { major, minor } });
-  if (!support.ok) return { canRun: false, reason: support.reason };
-  if (!kernels.ok) return { canRun: false, reason: kernels.problem ?? "the kernels are not built; run npm run build:kernels" };
-  return { canRun: true, reason: `${gpu.name} is sm_90 and ${kernels.modules.length} verified cubins are in ${kernels.dir}` };
-}
-
 
 /** Renders the report for a terminal: one "label: value" line per fact. */
 export function formatInfo(report: InfoReport): string {
@@ -160,7 +147,7 @@ export function formatInfo(report: InfoReport): string {
       );
     }
   }
-  rows.push(["kernels", report.kernels.ok ? `${report.kernels.modules.join(", ")} (${report.kernels.dir})` : `not usable: ${report.kernels.problem}`]);
+  rows.push(["kernels", report.kernels.present ? `${report.kernels.modules.join(", ")} (${report.kernels.dir})` : `not usable: ${report.kernels.problem}`]);
   rows.push(["Hopper kernels can run", report.hopperKernels.canRun ? `yes: ${report.hopperKernels.reason}` : `no: ${report.hopperKernels.reason}`]);
   rows.push(["CPU reference", `available (${report.cpuReference.entryPoint}, no GPU needed)`]);
   const width = Math.max(...rows.map(([label]) => label.length)) + 1;

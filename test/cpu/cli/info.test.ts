@@ -79,8 +79,13 @@ test("formatInfo() shows every property of a GPU and the verdict", () => {
       clusterLaunch: true,
       isHopper: true,
     },
-    kernels: { dir: "/pkg/dist/kernels", ok: true, modules: ["combine", "sched_meta"] },
+    kernels: { dir: "/pkg/dist/kernels", present: true, ok: true, modules: ["combine", "sched_meta"] },
     hopperKernels: { canRun: true, reason: "NVIDIA H200 is sm_90 and 2 verified cubins are in /pkg/dist/kernels" },
+    gpuStatus: {
+      ok: true,
+      device: { ordinal: 0, name: "NVIDIA H200", computeCapability: "9.0", smCount: 132, memoryBytes: 150_754_820_096, driverVersion: "13.0" },
+      kernels: { dir: "/pkg/dist/kernels", present: true, modules: ["combine", "sched_meta"] },
+    },
     cpuReference: { available: true, entryPoint: "mlaDecodeReference" },
   };
   const text = formatInfo(report);
