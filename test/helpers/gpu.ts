@@ -1,3 +1,6 @@
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { describe, test, type TestContext } from "node:test";
 import { config } from "../../src/config.js";
 import { driverAvailable } from "../../src/driver/loadDriver.js";
@@ -14,7 +17,7 @@ export interface GpuTestOptions {
 export type GpuTestContext = { ok: true; device: Device } | { ok: false; reason: string };
 
 const contexts = new Map<boolean, GpuTestContext>();
-let warned = false;
+let noticed = false;
 
 /**
  * Whether GPU tests can run here: a driver, device `config.deviceOrdinal` (FLASHMLA_DEVICE) with
@@ -56,15 +59,67 @@ function probe(needsKernels: boolean): GpuTestContext {
 
 /**
  * When `ctx` is not usable: with FLASHMLA_REQUIRE_GPU=1 the error message for a failing test,
- * otherwise the skip message (after one warning line on stderr per process).
+ * otherwise the skip message. The reason in full goes to stderr once per test run (see
+ * {@link firstInRun}); each skipped test carries only its first clause.
  */
 function unavailable(ctx: { ok: false; reason: string }): { fail: string } | { skip: string } {
   if (config.requireGpu) return { fail: `FLASHMLA_REQUIRE_GPU=1 but the GPU tests cannot run: ${ctx.reason}` };
-  if (!warned) {
-    warned = true;
-    process.stderr.write(`WARNING: flashmla-ts GPU tests SKIPPED: no GPU: ${ctx.reason}\n`);
+  if (!noticed) {
+    noticed = true;
+    if (firstInRun()) {
+      process.stderr.write(
+        `WARNING: flashmla-ts GPU tests SKIPPED (every GPU test of this run): no GPU: ${ctx.reason}. ` +
+          `FLASHMLA_REQUIRE_GPU=1 (npm run test:gpu) makes this a failure.\n`,
+      );
+    }
   }
-  return { skip: `SKIPPED: no GPU: ${ctx.reason}` };
+  return { skip: `SKIPPED: no GPU: ${ctx.reason.split(";")[0]}` };
+}
+
+/**
+ * Whether this process is the first of its test run to find no GPU, so the warning is printed once
+ * per `npm test` rather than once per file: \`node --test\` runs every file in a child process of its
+ * own, so "once per process" would be thirty times. The children of one run share their parent, the
+ * runner; the first to create a marker named after the runner's pid and start time (an exclusive
+ * create, so two files running at once cannot both win) prints the notice. The start time keeps a
+ * recycled pid from matching a marker a past run left behind, and markers of runners that have
+ * exited are removed. A file run on its own (\`node file.js\`, no NODE_TEST_CONTEXT) is its own run;
+ * when the marker cannot be written the notice is printed, since one too many beats none.
+ */
+function firstInRun(): boolean {
+  if (process.env.NODE_TEST_CONTEXT === undefined) return true;
+  try {
+    const dir = path.join(os.tmpdir(), `flashmla-ts-gpu-notice-${os.userInfo().uid}`);
+    mkdirSync(dir, { recursive: true });
+    removeStaleMarkers(dir);
+    writeFileSync(path.join(dir, `${process.ppid}-${startTime(process.ppid)}`), "", { flag: "wx" });
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code !== "EEXIST";
+  }
+}
+
+/** The start time of process `pid` in clock ticks since boot (Linux), or "" where /proc cannot say. */
+function startTime(pid: number): string {
+  try {
+    // Field 22 of /proc/<pid>/stat; the command name (field 2) may hold spaces, so count after its ")".
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19] ?? "";
+  } catch {
+    return "";
+  }
+}
+
+function removeStaleMarkers(dir: string): void {
+  for (const name of readdirSync(dir)) {
+    const pid = Number(name.split("-")[0]);
+    if (!Number.isSafeInteger(pid) || pid <= 0) continue;
+    try {
+      process.kill(pid, 0);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "ESRCH") rmSync(path.join(dir, name), { force: true });
+    }
+  }
 }
 
 /**
