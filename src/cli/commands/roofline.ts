@@ -68,7 +68,8 @@ Causal masking is ignored in the counts. The bound is the roof the intensity mee
 ridge: memory); the measured roofs are this machine's (flashmla ceilings) when it has measured them,
 else an H200's. FlashMLA's times are on an H200 with our harness. More: docs/dense-decode.md and
 docs/sparse-decode.md in the repository.
-Exit status: 0 ok, ${USAGE_EXIT_CODE} bad command line.`;
+With --json, stdout is one JSON document: the report, or { "error": … } on a failure.
+Exit status: 0 ok, 1 an error, ${USAGE_EXIT_CODE} bad command line.`;
 
 /**
  * Adds `roofline` to `program`: FLOPs, bytes, intensity, ridge points, the binding roof and the

@@ -33,8 +33,10 @@ Examples:
   With the roofline plot of the run:
     $ flashmla start --svg
 
-On a Hopper GPU: \`flashmla bench\` over the headline cases (${HEADLINE_CASES.join(", ")}),
-each with the kernel flashMlaWithKvcache chooses for it (flashmla bench --help says how it times).
+On a Hopper GPU: \`flashmla bench\` over the headline cases, each with the kernel flashMlaWithKvcache
+chooses for it (flashmla bench --help says how it times, --list shows the shapes):
+  ${HEADLINE_CASES.filter((n) => !n.startsWith("sparse")).join(", ")},
+  ${HEADLINE_CASES.filter((n) => n.startsWith("sparse")).join(", ")}
 Elsewhere: the float64 CPU reference on a small dense case (timed, checked against a second run),
 the roofline of the headline cases on an H200 with the kernel that would serve each, and a line
 saying why no GPU was found (flashmla info says more).

@@ -35,7 +35,7 @@ test("GPUS.h800 practical peak is 4096 FLOP/clk/SM at the throttled 1600 MHz", (
   assert.ok(Math.abs((4096 * 132 * 1600e6) / 1e12 - p.tflops) < 0.5);
 });
 
-test("gpuCeilings() gives the H200 ridges of BENCH.md: 206 datasheet, 185 measured", () => {
+test("gpuCeilings() gives the H200 ridges: 206 datasheet, 185 measured", () => {
   const roofs = gpuCeilings(GPUS.h200);
   assert.deepEqual(roofs.map((r) => r.label), ["datasheet", "measured"]);
   assert.equal(Math.round(roofs[0].ridge), 206);

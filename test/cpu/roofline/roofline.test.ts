@@ -16,7 +16,7 @@ const H200_MEASURED = { tflops: 767, gbPerS: 4138 };
 const denseCompute = mlaCost({ kind: "dense", b: 128, h_q: 128, s_q: 1, s_k: 8192 });
 const denseMemH16 = mlaCost({ kind: "dense", b: 128, h_q: 16, s_q: 1, s_k: 8192 });
 
-test("ridgePoint() gives BENCH.md's ≈ 185 FLOP/byte for 767 TFLOPS / 4.15 TB/s", () => {
+test("ridgePoint() gives the H200's measured ≈ 185 FLOP/byte for 767 TFLOPS / 4.15 TB/s", () => {
   const r = ridgePoint(767, 4150);
   assert.ok(Math.abs(r - 184.82) < 0.01);
   assert.equal(Math.round(r), 185);
