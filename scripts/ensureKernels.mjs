@@ -51,7 +51,7 @@ export function decideKernelSetup({ kernels, kernelDir, gpu, nvcc }) {
 }
 
 /** Whether device `ordinal` is a Hopper GPU, through the package's own driver loader (no nvidia-smi). */
-async function probeGpu(ordinal) {
+export async function probeGpu(ordinal) {
   const { driverAvailable } = await import(pathToFileURL(path.join(root, "dist/src/driver/loadDriver.js")).href);
   const driver = driverAvailable();
   if (!driver.ok) return { hopper: false, reason: driver.reason };

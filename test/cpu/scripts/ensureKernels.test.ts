@@ -15,6 +15,7 @@ type GpuState = { hopper: true; name: string } | { hopper: false; reason: string
 type NvccState = { found: true; command: string; release?: { major: number; minor: number } } | { found: false; command: string; why: string };
 type KernelSetup = { action: "none" } | { action: "build"; line: string } | { action: "warn"; message: string };
 interface EnsureKernels {
+  probeGpu(ordinal: number): Promise<GpuState>;
   decideKernelSetup(s: { kernels: "built" | "missing" | "stale"; kernelDir: string; gpu: GpuState; nvcc?: NvccState }): KernelSetup;
 }
 interface BuildKernels {
@@ -26,7 +27,7 @@ interface BuildKernels {
 }
 
 const script = (name: string) => pathToFileURL(path.join(config.packageRoot, "scripts", name)).href;
-const { decideKernelSetup } = (await import(script("ensureKernels.mjs"))) as EnsureKernels;
+const { decideKernelSetup, probeGpu } = (await import(script("ensureKernels.mjs"))) as EnsureKernels;
 const build = (await import(script("buildKernels.mjs"))) as BuildKernels;
 
 const H200: GpuState = { hopper: true, name: "NVIDIA H200" };
@@ -102,6 +103,21 @@ test("staleKernels(): a folder matches kernels/ until a unit's entry, source has
     assert.deepEqual(build.staleKernels(dir).sort(), ["bench_fill", ...units.filter((u) => u.dir !== dir).map((u) => u.name)].sort());
   } finally {
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("probeGpu(): through the library's driver loader and Device, no Hopper GPU without a driver", async () => {
+  const { driverAvailable } = await import("../../../src/driver/loadDriver.js");
+  const { Device } = await import("../../../src/runtime/Device.js");
+  const gpu = await probeGpu(config.deviceOrdinal);
+  const driver = driverAvailable();
+  if (!driver.ok) {
+    assert.deepEqual(gpu, { hopper: false, reason: driver.reason });
+    // What probeGpu reads of a device on a GPU machine, which CI cannot run.
+    assert.equal(typeof Device.get, "function");
+    assert.equal(typeof Object.getOwnPropertyDescriptor(Device.prototype, "isHopper")?.get, "function");
+  } else {
+    assert.equal(gpu.hopper, Device.get(config.deviceOrdinal).isHopper);
   }
 });
 
