@@ -10,9 +10,11 @@ import type { BenchCaseResult } from "./runBenchCase.js";
 
 /**
  * Format tag of {@link BenchRecord}; bumped when a field changes meaning. @2: smClockMhz is NVML's
- * median during the timed calls (in @1, bench_clock_probe's reading right after them).
+ * median during the timed calls (in @1, bench_clock_probe's reading right after them). @3: a case's
+ * bound is the cost model's under the run's roofs (in @2, written per case: dense-b1 was "memory"
+ * and its percentOfCeiling a share of the bandwidth).
  */
-export const BENCH_RECORD_SCHEMA = "flashmla-ts/bench@2";
+export const BENCH_RECORD_SCHEMA = "flashmla-ts/bench@3";
 
 /** One case in the JSON record: the figures flat, the detail beside them. */
 export interface BenchRecordResult {

@@ -113,7 +113,7 @@ test("benchRecord() carries the SM clock, power, reasons and sample count NVML g
   const i = input();
   i.results = [{ ...timedResult("dense-compute", 452), smClockMhz: 1729, powerW: 698, clockReasons: ["sw-power-cap"], clockSamples: 18 }, timedResult("dense-b1", 43)];
   const r = JSON.parse(JSON.stringify(benchRecord(i)));
-  assert.equal(r.schema, "flashmla-ts/bench@2");
+  assert.equal(r.schema, "flashmla-ts/bench@3");
   assert.equal(r.results[0].smClockMhz, 1729);
   assert.equal(r.results[0].powerW, 698);
   assert.deepEqual(r.results[0].clockReasons, ["sw-power-cap"]);
