@@ -1,9 +1,12 @@
-import { test } from "node:test";
+import { after, test } from "node:test";
 import assert from "node:assert/strict";
 import { benchRecord, ceilingsLine, recordRoofs } from "../../../src/bench/benchRecord.js";
 import { benchRooflineSvg } from "../../../src/bench/benchRooflineSvg.js";
 import { benchTable } from "../../../src/bench/benchTable.js";
-import type { CeilingsRecord } from "../../../src/bench/CeilingsCache.js";
+import { mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { CeilingsCache, type CeilingsRecord } from "../../../src/bench/CeilingsCache.js";
 import type { GpuEnvironment } from "../../../src/bench/gpuEnvironment.js";
 import { HEADLINE_CASES } from "../../../src/bench/headlineCases.js";
 import { benchCaseByName } from "../../../src/bench/cases.js";
@@ -25,7 +28,11 @@ const MEASURED: CeilingsRecord = {
   copyGbPerS: 3909.2,
   detail: { copyBytes: 2, readBytes: 1, wgmmaFlop: 1, copyUs: timingStats([1]), readUs: timingStats([1]), wgmmaUs: timingStats([1]) },
 };
-const CACHE = { all: () => [MEASURED] };
+// The file a bench or ceilings run on that machine leaves behind.
+const CACHE_DIR = mkdtempSync(path.join(os.tmpdir(), "flashmla-one-answer-"));
+const CACHE = new CeilingsCache(path.join(CACHE_DIR, "ceilings.json"));
+CACHE.put(MEASURED);
+after(() => rmSync(CACHE_DIR, { recursive: true, force: true }));
 const MEASURED_ROOFS = { tflops: MEASURED.gemmTflops, gbPerS: MEASURED.readGbPerS };
 
 const GPU: GpuEnvironment = {
@@ -75,9 +82,9 @@ test("a bench run's plot, its ceilings line and flashmla roofline on that machin
   const r = await roofline(["--case", "dense-compute"], { cache: CACHE });
   assert.match(r.out, /measured +│ 876 +│ 4579 +│ 191\.3 /);
   assert.doesNotMatch(r.out, /767|4138/);
-  const start = await runCommand(registerStartCommand, ["start"], { ...NO_GPU, cache: CACHE as never });
+  const start = await runCommand(registerStartCommand, ["start"], { ...NO_GPU, cache: CACHE });
   assert.match(start.out, /\(measured roofs 876 TFLOPS, 4579 GB\/s; ridge 191\.3 FLOP\/B\)/);
-  const startJson = JSON.parse((await runCommand(registerStartCommand, ["start", "--json"], { ...NO_GPU, cache: CACHE as never })).out);
+  const startJson = JSON.parse((await runCommand(registerStartCommand, ["start", "--json"], { ...NO_GPU, cache: CACHE })).out);
   assert.equal(startJson.roofline.roofs.tflops, 876.2);
   assert.equal(startJson.roofline.roofs.gbPerS, 4579.4);
 });
