@@ -30,11 +30,24 @@ export function describeValue(v: unknown): string {
 }
 
 /**
- * An options argument: undefined becomes `{}`; anything but a plain object (null, a number, an array)
- * is refused, so that reading a field of it cannot throw a bare TypeError.
+ * A value for an error's `got` where numbers read best bare ("got -16"): numbers, booleans, null and
+ * undefined as themselves, an array element by element, anything else as {@link describeValue}. Never
+ * throws (JSON.stringify would on a bigint, a template string on a symbol).
+ */
+export function formatGot(v: unknown): string {
+  if (v === null || v === undefined || typeof v === "number" || typeof v === "boolean") return String(v);
+  if (Array.isArray(v)) return `[${v.map(formatGot).join(",")}]`;
+  return describeValue(v);
+}
+
+/**
+ * An options argument: undefined becomes `{}`; anything but a plain object (null, a number, an array, a
+ * typed array, a class instance such as a Stream passed one position too early) is refused, so that
+ * reading a field of it cannot throw a bare TypeError or read a wrong object's fields.
  */
 export function optionsObject<T extends object>(fn: string, argument: string, v: T | undefined): Partial<T> {
   if (v === undefined) return {};
-  if (v === null || typeof v !== "object" || Array.isArray(v)) throw new ArgumentError(fn, argument, "an options object or undefined", describeValue(v));
+  const proto: unknown = v !== null && typeof v === "object" ? Object.getPrototypeOf(v) : undefined;
+  if (proto !== Object.prototype && proto !== null) throw new ArgumentError(fn, argument, "an options object or undefined", describeValue(v));
   return v;
 }

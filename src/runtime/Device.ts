@@ -1,4 +1,4 @@
-import { ArgumentError, describeValue } from "../errors/ArgumentError.js";
+import { ArgumentError, describeValue, formatGot } from "../errors/ArgumentError.js";
 import { CudaError } from "../errors/CudaError.js";
 import { NoGpuError } from "../errors/NoGpuError.js";
 import { check } from "../driver/check.js";
@@ -155,7 +155,7 @@ export class Device {
  */
 export function checkDeviceOrdinal(fn: string, argument: string, ordinal: unknown): number {
   if (typeof ordinal !== "number" || !Number.isSafeInteger(ordinal) || ordinal < 0) {
-    const got = typeof ordinal === "number" ? String(ordinal) : ordinal instanceof Device ? `${ordinal} (pass device.ordinal)` : describeValue(ordinal);
+    const got = ordinal instanceof Device ? `${ordinal} (pass device.ordinal)` : formatGot(ordinal);
     throw new ArgumentError(fn, argument, "a non-negative integer", got);
   }
   return ordinal;

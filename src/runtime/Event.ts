@@ -33,7 +33,7 @@ export class Event {
   static create(options?: EventOptions): Event {
     const fn = "Event.create";
     const { timing, blockingSync, deviceOrdinal } = optionsObject(fn, "options", options);
-    const ordinal = checkDeviceOrdinal(fn, "options.deviceOrdinal", deviceOrdinal ?? 0);
+    const ordinal = checkDeviceOrdinal(fn, "options.deviceOrdinal", deviceOrdinal === undefined ? 0 : deviceOrdinal);
     for (const [name, value] of [["timing", timing], ["blockingSync", blockingSync]] as const) {
       if (value !== undefined && typeof value !== "boolean") throw new ArgumentError(fn, `options.${name}`, "a boolean or undefined", describeValue(value));
     }

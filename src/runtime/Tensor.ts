@@ -1,4 +1,4 @@
-import { ArgumentError, describeValue, formatShape, optionsObject } from "../errors/ArgumentError.js";
+import { ArgumentError, describeValue, formatGot, formatShape, optionsObject } from "../errors/ArgumentError.js";
 import { bf16ArrayToF32, f32ArrayToBf16 } from "../numeric/bf16.js";
 import { f32ArrayToFp16, fp16ArrayToF32 } from "../numeric/fp16.js";
 import { fp8E4m3ArrayToF32 } from "../numeric/fp8e4m3.js";
@@ -127,13 +127,13 @@ export class Tensor<D extends DType = DType> {
     checkShape(fn, shape);
     checkDtype(fn, dtype);
     const options = optionsObject(fn, "opts", opts);
-    const strides = options.strides ?? contiguousStrides(shape);
+    const strides = options.strides === undefined ? contiguousStrides(shape) : options.strides;
     checkStrides(fn, "opts.strides", strides, shape);
-    const byteOffset = options.byteOffset ?? 0;
+    const byteOffset = options.byteOffset === undefined ? 0 : options.byteOffset;
     const size = dtypeSize(dtype);
     // A negative offset would place element [0,...] before the allocation.
     if (!Number.isSafeInteger(byteOffset) || byteOffset < 0 || byteOffset % size !== 0) {
-      throw new ArgumentError(fn, "byteOffset", `a non-negative multiple of ${size}`, `${byteOffset}`);
+      throw new ArgumentError(fn, "opts.byteOffset", `a non-negative multiple of ${size}`, formatGot(byteOffset));
     }
     const t = new Tensor<D>(dtype, shape, strides, byteOffset / size, undefined, buffer);
     const end = (t.offset + t.maxElementIndex() + 1) * size;
@@ -229,9 +229,9 @@ export class Tensor<D extends DType = DType> {
   view<E extends DType = D>(shape: readonly number[], strides?: readonly number[], dtype?: E): Tensor<E> {
     const fn = "Tensor.view";
     checkShape(fn, shape);
-    const viewStrides = strides ?? contiguousStrides(shape);
+    const viewStrides = strides === undefined ? contiguousStrides(shape) : strides;
     checkStrides(fn, "strides", viewStrides, shape);
-    const viewDtype = dtype ?? (this.dtype as DType as E);
+    const viewDtype = dtype === undefined ? (this.dtype as DType as E) : dtype;
     checkDtype(fn, viewDtype);
     if (dtypeSize(viewDtype) !== this.elementSize) {
       throw new ArgumentError(fn, "dtype", `${this.elementSize}-byte type`, viewDtype);
@@ -339,7 +339,7 @@ export class Tensor<D extends DType = DType> {
  */
 function checkShape(fn: string, shape: readonly number[]): number {
   if (!Array.isArray(shape) || shape.some((n) => !Number.isSafeInteger(n) || n < 0)) {
-    throw new ArgumentError(fn, "shape", "an array of non-negative integers", Array.isArray(shape) ? JSON.stringify(shape) : describeValue(shape));
+    throw new ArgumentError(fn, "shape", "an array of non-negative integers", formatGot(shape));
   }
   const numel = numelOf(shape);
   if (!Number.isSafeInteger(numel)) {
@@ -349,7 +349,7 @@ function checkShape(fn: string, shape: readonly number[]): number {
 }
 
 function checkDtype(fn: string, dtype: DType): void {
-  if (!DTYPES.includes(dtype)) throw new ArgumentError(fn, "dtype", `one of ${DTYPES.join(", ")}`, JSON.stringify(dtype));
+  if (!DTYPES.includes(dtype)) throw new ArgumentError(fn, "dtype", `one of ${DTYPES.join(", ")}`, typeof dtype === "string" ? JSON.stringify(dtype) : formatGot(dtype));
 }
 
 /** Allocates host storage, turning the engine's RangeError for a length it cannot allocate into the caller's ArgumentError. */
@@ -365,6 +365,6 @@ function allocHost<D extends DType>(fn: string, dtype: D, numel: number, shape: 
 /** Strides in elements: one non-negative integer per dimension (negative strides would reach before the storage). */
 function checkStrides(fn: string, name: string, strides: readonly number[], shape: readonly number[]): void {
   if (!Array.isArray(strides) || strides.length !== shape.length || strides.some((s) => !Number.isSafeInteger(s) || s < 0)) {
-    throw new ArgumentError(fn, name, `${shape.length} non-negative integers (one per dimension of ${formatShape(shape)})`, JSON.stringify(strides));
+    throw new ArgumentError(fn, name, `${shape.length} non-negative integers (one per dimension of ${formatShape(shape)})`, formatGot(strides));
   }
 }

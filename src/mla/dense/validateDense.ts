@@ -1,4 +1,4 @@
-import { ArgumentError } from "../../errors/ArgumentError.js";
+import { ArgumentError, formatGot } from "../../errors/ArgumentError.js";
 import type { Tensor } from "../../runtime/Tensor.js";
 import type { FlashMlaWithKvcacheArgs } from "../args.js";
 import { checkSameDevice, checkScalar, checkStream, checkTensor } from "../checkTensor.js";
@@ -35,7 +35,9 @@ export interface DenseCall extends DenseShape {
  * messages (the fp32 GPU reference shares these checks).
  */
 export function validateDenseArgs(a: FlashMlaWithKvcacheArgs, requireCuda = true, fn = FN): DenseCall {
-  if (a === null || typeof a !== "object") throw new ArgumentError(fn, "args", "an options object", String(a));
+  if (a === null || typeof a !== "object") throw new ArgumentError(fn, "args", "an options object", formatGot(a));
+  // Only a boolean: FlashMLA's Python reads any falsy value as false, which would hide a mistyped flag.
+  if (a.isFp8Kvcache !== undefined && typeof a.isFp8Kvcache !== "boolean") throw new ArgumentError(fn, "isFp8Kvcache", "a boolean or undefined", formatGot(a.isFp8Kvcache));
   if (a.indices !== undefined || a.isFp8Kvcache || a.topkLength !== undefined || a.attnSink !== undefined) {
     throw new ArgumentError(fn, a.indices !== undefined ? "indices" : a.isFp8Kvcache ? "isFp8Kvcache" : a.topkLength !== undefined ? "topkLength" : "attnSink",
       "the dense path here (isFp8Kvcache, topkLength and attnSink belong to a sparse call, which passes indices)", "a sparse argument");
@@ -61,7 +63,7 @@ export function validateDenseArgs(a: FlashMlaWithKvcacheArgs, requireCuda = true
   checkScalar(fn, "headDimV", a.headDimV, (v) => v === D_V, `${D_V}`);
   const softmax_scale = a.softmaxScale === undefined ? 1 / Math.sqrt(D_QK) : checkScalar(fn, "softmaxScale", a.softmaxScale, (v) => Number.isFinite(v) && v > 0, "a finite number > 0");
   if (a.causal !== undefined && typeof a.causal !== "boolean") throw new ArgumentError(fn, "causal", "a boolean", typeof a.causal);
-  if (!(a.schedMeta instanceof MlaSchedMeta)) throw new ArgumentError(fn, "schedMeta", "the object getMlaMetadata() returns", a.schedMeta === undefined ? "undefined" : String(a.schedMeta));
+  if (!(a.schedMeta instanceof MlaSchedMeta)) throw new ArgumentError(fn, "schedMeta", "the object getMlaMetadata() returns", formatGot(a.schedMeta));
   // Metadata filled on one GPU holds that GPU's pointers; another GPU's kernels must not read them.
   const metaOrdinal = a.schedMeta.deviceOrdinal;
   if (metaOrdinal !== undefined && q.isCuda && metaOrdinal !== q.deviceOrdinal) {

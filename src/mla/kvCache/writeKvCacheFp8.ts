@@ -1,4 +1,4 @@
-import { ArgumentError } from "../../errors/ArgumentError.js";
+import { ArgumentError, formatGot } from "../../errors/ArgumentError.js";
 import { FP8_TOKEN_BYTES, quantizeKvCacheV32 } from "../../numeric/kvCacheFp8.js";
 import { Device } from "../../runtime/Device.js";
 import type { Stream } from "../../runtime/Stream.js";
@@ -27,7 +27,7 @@ export interface WriteKvCacheFp8Args {
  */
 export function validateWriteKvCacheFp8Args(args: WriteKvCacheFp8Args, requireCuda = true): { kv: Tensor; slots: Tensor; cache: Tensor } {
   const fn = "writeKvCacheFp8";
-  if (args === null || typeof args !== "object") throw new ArgumentError(fn, "args", "an options object", String(args));
+  if (args === null || typeof args !== "object") throw new ArgumentError(fn, "args", "an options object", formatGot(args));
   const device = requireCuda ? ("cuda" as const) : undefined;
   const kv = checkTensor(fn, "kv", args.kv, { dtypes: ["bf16"], shape: [undefined, D_QK], dims: ["num_tokens", "d_qk"], lastDimContiguous: true, alignBytes: 16, device });
   const n = kv.shape[0];

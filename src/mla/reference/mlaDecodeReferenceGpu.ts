@@ -1,4 +1,4 @@
-import { ArgumentError, formatShape } from "../../errors/ArgumentError.js";
+import { ArgumentError, formatGot, formatShape } from "../../errors/ArgumentError.js";
 import type { Stream } from "../../runtime/Stream.js";
 import type { Tensor } from "../../runtime/Tensor.js";
 import type { FlashMlaWithKvcacheArgs } from "../args.js";
@@ -21,7 +21,7 @@ export type MlaDecodeReferenceGpuArgs = Omit<FlashMlaWithKvcacheArgs, "schedMeta
  * `requireCuda = false` checks everything but residency.
  */
 export function validateReferenceGpuArgs(args: MlaDecodeReferenceGpuArgs, requireCuda = true): DenseCall {
-  if (args === null || typeof args !== "object") throw new ArgumentError(FN, "args", "an options object", String(args));
+  if (args === null || typeof args !== "object") throw new ArgumentError(FN, "args", "an options object", formatGot(args));
   const call = validateDenseArgs({ ...args, schedMeta: unusedMeta }, requireCuda, FN);
   // Its grid is (h_q, s_q, b).
   if (call.s_q > 65535) throw new ArgumentError(FN, "q", "s_q <= 65535 (a launch grid dimension)", `s_q = ${call.s_q}`);

@@ -1,4 +1,4 @@
-import { ArgumentError, formatShape } from "../../errors/ArgumentError.js";
+import { ArgumentError, formatGot, formatShape } from "../../errors/ArgumentError.js";
 import { FP8_TOKEN_BYTES } from "../../numeric/kvCacheFp8.js";
 import { Tensor } from "../../runtime/Tensor.js";
 import type { DType } from "../../runtime/dtype.js";
@@ -98,7 +98,7 @@ export interface ReferenceArgs {
  * them resolved into {@link ReferenceArgs}.
  */
 export function referenceArgs(args: MlaDecodeReferenceArgs, rows?: readonly ReferenceRow[]): ReferenceArgs {
-  if (typeof args !== "object" || args === null) throw new ArgumentError(FN, "args", "an object", String(args));
+  if (typeof args !== "object" || args === null) throw new ArgumentError(FN, "args", "an object", formatGot(args));
   const sparse = args.indices !== undefined;
   const path = sparse ? "the sparse path (indices given)" : "the dense path (no indices)";
 
@@ -111,17 +111,17 @@ export function referenceArgs(args: MlaDecodeReferenceArgs, rows?: readonly Refe
   if (!qDtypes.includes(q.dtype)) throw new ArgumentError(FN, "q", `dtype ${qDtypes.join(" or ")} on ${path}`, q.dtype);
   const dtype = q.dtype as "bf16" | "fp16";
 
-  if (args.headDimV !== D_V) throw new ArgumentError(FN, "headDimV", `${D_V}`, String(args.headDimV));
+  if (args.headDimV !== D_V) throw new ArgumentError(FN, "headDimV", `${D_V}`, formatGot(args.headDimV));
 
-  const softmax_scale = args.softmaxScale ?? 1 / Math.sqrt(d_qk);
+  const softmax_scale = args.softmaxScale === undefined ? 1 / Math.sqrt(d_qk) : args.softmaxScale;
   if (typeof softmax_scale !== "number" || !Number.isFinite(softmax_scale) || softmax_scale <= 0) {
-    throw new ArgumentError(FN, "softmaxScale", "a finite number > 0", String(args.softmaxScale));
+    throw new ArgumentError(FN, "softmaxScale", "a finite number > 0", formatGot(args.softmaxScale));
   }
   if (args.causal !== undefined && typeof args.causal !== "boolean") {
-    throw new ArgumentError(FN, "causal", "a boolean", String(args.causal));
+    throw new ArgumentError(FN, "causal", "a boolean", formatGot(args.causal));
   }
   if (args.isFp8Kvcache !== undefined && typeof args.isFp8Kvcache !== "boolean") {
-    throw new ArgumentError(FN, "isFp8Kvcache", "a boolean", String(args.isFp8Kvcache));
+    throw new ArgumentError(FN, "isFp8Kvcache", "a boolean", formatGot(args.isFp8Kvcache));
   }
 
   const kCache = hostTensor("kCache", args.kCache);
@@ -176,7 +176,7 @@ export function referenceArgs(args: MlaDecodeReferenceArgs, rows?: readonly Refe
     if (args[name] !== undefined) throw new ArgumentError(FN, name, `undefined on ${path}`, "a value");
   }
   if (args.causal === true) throw new ArgumentError(FN, "causal", `false on ${path}`, "true");
-  if (args.isFp8Kvcache !== true) throw new ArgumentError(FN, "isFp8Kvcache", `true on ${path}`, String(args.isFp8Kvcache));
+  if (args.isFp8Kvcache !== true) throw new ArgumentError(FN, "isFp8Kvcache", `true on ${path}`, formatGot(args.isFp8Kvcache));
   if (kCache.dtype !== "u8" && kCache.dtype !== "fp8_e4m3") {
     throw new ArgumentError(FN, "kCache", `dtype u8 or fp8_e4m3 on ${path}`, kCache.dtype);
   }

@@ -1,8 +1,8 @@
-import { ArgumentError, formatShape } from "../../errors/ArgumentError.js";
+import { ArgumentError, formatGot, formatShape } from "../../errors/ArgumentError.js";
 import { FP8_TOKEN_BYTES } from "../../numeric/kvCacheFp8.js";
 import { Tensor } from "../../runtime/Tensor.js";
 import type { FlashMlaWithKvcacheArgs } from "../args.js";
-import { checkSameDevice, checkScalar, checkTensor, describe } from "../checkTensor.js";
+import { checkSameDevice, checkScalar, checkStream, checkTensor, describe } from "../checkTensor.js";
 import { D_QK, D_V, SPARSE_HEADS_PER_CTA, SPARSE_HEAD_COUNTS } from "../contract/shape.js";
 import { MlaSchedMeta, type MlaSchedConfig } from "../sched/MlaSchedMeta.js";
 
@@ -55,7 +55,7 @@ export interface SparseCall extends SparseShape {
  * @default requireCuda true
  */
 export function validateSparseArgs(a: FlashMlaWithKvcacheArgs, requireCuda = true): SparseCall {
-  if (a === null || typeof a !== "object") throw new ArgumentError(FN, "args", "an options object", String(a));
+  if (a === null || typeof a !== "object") throw new ArgumentError(FN, "args", "an options object", formatGot(a));
   const path = "on the sparse path";
   if (a.isFp8Kvcache !== true) {
     throw new ArgumentError(FN, "isFp8Kvcache", `true ${path} (indices given: it reads the V32 FP8 cache)`, describe(a.isFp8Kvcache));
@@ -114,6 +114,12 @@ export function validateSparseArgs(a: FlashMlaWithKvcacheArgs, requireCuda = tru
   }
   const config: MlaSchedConfig = { b, s_q, h_q, h_kv: 1, page_block_size, causal: false, is_fp8_kvcache: true, topk };
   a.schedMeta.checkConfig(FN, config);
+  // Metadata filled on one GPU holds that GPU's pointers; another GPU's kernels must not read them.
+  const metaOrdinal = a.schedMeta.deviceOrdinal;
+  if (metaOrdinal !== undefined && q.isCuda && metaOrdinal !== q.deviceOrdinal) {
+    throw new ArgumentError(FN, "schedMeta", `metadata filled on q's device (${q.device})`, `metadata filled on cuda:${metaOrdinal}`);
+  }
+  checkStream(FN, a.stream, { name: "q", tensor: q });
 
   if (a.out !== undefined) checkTensor(FN, "out", a.out, { dtypes: ["bf16"], shape: [b, s_q, h_q, D_V], dims: ["b", "s_q", "h_q", "d_v"], contiguous: true, alignBytes: 16, device });
   if (a.lse !== undefined) checkTensor(FN, "lse", a.lse, { dtypes: ["f32"], shape: [b, h_q, s_q], dims: ["b", "h_q", "s_q"], contiguous: true, device });

@@ -11,6 +11,7 @@ import { dtypeSize, type DType } from "../../../src/runtime/dtype.js";
 import { Stream } from "../../../src/runtime/Stream.js";
 import { contiguousStrides, Tensor } from "../../../src/runtime/Tensor.js";
 import { validateDenseArgs } from "../../../src/mla/dense/validateDense.js";
+import { validateSparseArgs } from "../../../src/mla/sparse/validateSparse.js";
 import { type FlashMlaWithKvcacheArgs } from "../../../src/mla/args.js";
 
 // The validation matrix of the public functions that take tensors: every argument, wrong dtype, rank,
@@ -277,4 +278,21 @@ test("validateReferenceGpuArgs() names errors after mlaDecodeReferenceGpu, conti
   // The public function itself refuses host tensors before it needs a driver.
   rejects("host q", () => mlaDecodeReferenceGpu(ref({})), `${R} 'q': expected a CUDA tensor, got a cpu tensor (copy it with Tensor.toDevice)`);
   assert.equal(validateReferenceGpuArgs(ref({ causal: true }), false).causal, true);
+});
+
+// ---------------------------------------------------------------------------------------------------
+// flashMlaWithKvcache, sparse path (validateSparseArgs): what only a GPU call has
+
+test("validateSparseArgs() on the GPU path names a stream or metadata of another device", () => {
+  const sparse = (over: Record<string, unknown>) =>
+    ({ q: cuda([2, 1, 64, 576], "bf16"), kCache: cuda([3, 64, 1, 656], "u8"), indices: cuda([2, 1, 128], "i32"), isFp8Kvcache: true, headDimV: 512, schedMeta: getMlaMetadata(), ...over }) as FlashMlaWithKvcacheArgs;
+  const meta = new (class extends MlaSchedMeta {
+    override get deviceOrdinal(): number {
+      return 1;
+    }
+  })();
+  rejects("stream not a Stream", () => validateSparseArgs(sparse({ stream: 0n })), `${D} 'stream': expected a Stream (Stream.create()) or undefined, got bigint 0`);
+  rejects("stream on another GPU", () => validateSparseArgs(sparse({ stream: fakeStream(2) })), `${D} 'stream': expected a stream on q's device (cuda:0), got a stream on cuda:2`);
+  rejects("schedMeta from another GPU", () => validateSparseArgs(sparse({ schedMeta: meta })), `${D} 'schedMeta': expected metadata filled on q's device (cuda:0), got metadata filled on cuda:1`);
+  assert.equal(validateSparseArgs(sparse({ stream: fakeStream(0) })).topk, 128);
 });

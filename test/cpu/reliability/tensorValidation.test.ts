@@ -38,7 +38,7 @@ test("Tensor.fromHost() names data, shape and dtype errors with the expected and
     ["too few elements", () => Tensor.fromHost(new Int32Array(5), [2, 3], "i32"), "Tensor.fromHost(): argument 'data': expected 6 elements for shape [2, 3], got 5"],
     ["negative dim", () => Tensor.fromHost(new Int32Array(0), [2, -1], "i32"), "Tensor.fromHost(): argument 'shape': expected an array of non-negative integers, got [2,-1]"],
     ["fractional dim", () => Tensor.fromHost(new Int32Array(3), [1.5, 2], "i32"), "Tensor.fromHost(): argument 'shape': expected an array of non-negative integers, got [1.5,2]"],
-    ["shape not an array", () => Tensor.fromHost(new Int32Array(3), any<number[]>(3), "i32"), "Tensor.fromHost(): argument 'shape': expected an array of non-negative integers, got number 3"],
+    ["shape not an array", () => Tensor.fromHost(new Int32Array(3), any<number[]>(3), "i32"), "Tensor.fromHost(): argument 'shape': expected an array of non-negative integers, got 3"],
     ["unknown dtype", () => Tensor.fromHost(new Float32Array(2), [2], any<DType>("f64")), "Tensor.fromHost(): argument 'dtype': expected one of bf16, fp16, fp8_e4m3, f32, i32, u8, got \"f64\""],
   ];
   for (const [, fn, message] of cases) rejects(fn, message);
@@ -48,7 +48,7 @@ test("Tensor.zerosHost() and Tensor.emptyDevice() reject bad shapes and dtypes b
   rejects(() => Tensor.zerosHost([3, -2], "bf16"), "Tensor.zerosHost(): argument 'shape': expected an array of non-negative integers, got [3,-2]");
   rejects(() => Tensor.zerosHost([3], any<DType>("int8")), "Tensor.zerosHost(): argument 'dtype': expected one of bf16, fp16, fp8_e4m3, f32, i32, u8, got \"int8\"");
   // Both checks come before cuMemAlloc, so they hold without a driver.
-  rejects(() => Tensor.emptyDevice([NaN], "f32"), "Tensor.emptyDevice(): argument 'shape': expected an array of non-negative integers, got [null]");
+  rejects(() => Tensor.emptyDevice([NaN], "f32"), "Tensor.emptyDevice(): argument 'shape': expected an array of non-negative integers, got [NaN]");
   rejects(() => Tensor.emptyDevice([4], any<DType>("bool")), "Tensor.emptyDevice(): argument 'dtype': expected one of bf16, fp16, fp8_e4m3, f32, i32, u8, got \"bool\"");
 });
 
@@ -60,8 +60,8 @@ test("Tensor.fromDeviceBuffer() keeps every view inside its buffer", () => {
   rejects(() => Tensor.fromDeviceBuffer(buf, [16, 16], "f32", { strides: [16] }), `${fn} 'opts.strides': expected 2 non-negative integers (one per dimension of [16, 16]), got [16]`);
   rejects(() => Tensor.fromDeviceBuffer(buf, [4, 4], "f32", { strides: [-4, 1], byteOffset: 512 }), `${fn} 'opts.strides': expected 2 non-negative integers (one per dimension of [4, 4]), got [-4,1]`);
   rejects(() => Tensor.fromDeviceBuffer(buf, [4], "f32", { strides: [0.5] }), `${fn} 'opts.strides': expected 1 non-negative integers (one per dimension of [4]), got [0.5]`);
-  rejects(() => Tensor.fromDeviceBuffer(buf, [4], "f32", { byteOffset: -16 }), `${fn} 'byteOffset': expected a non-negative multiple of 4, got -16`);
-  rejects(() => Tensor.fromDeviceBuffer(buf, [4], "f32", { byteOffset: 6 }), `${fn} 'byteOffset': expected a non-negative multiple of 4, got 6`);
+  rejects(() => Tensor.fromDeviceBuffer(buf, [4], "f32", { byteOffset: -16 }), `${fn} 'opts.byteOffset': expected a non-negative multiple of 4, got -16`);
+  rejects(() => Tensor.fromDeviceBuffer(buf, [4], "f32", { byteOffset: 6 }), `${fn} 'opts.byteOffset': expected a non-negative multiple of 4, got 6`);
   rejects(() => Tensor.fromDeviceBuffer(buf, [4], "bf16", { byteOffset: 1018 }), `${fn} 'shape': expected a view within 1024 bytes, got 1026 bytes`);
   rejects(() => Tensor.fromDeviceBuffer(buf, [2, 2], "f32", { strides: [255, 1] }), `${fn} 'shape': expected a view within 1024 bytes, got 1028 bytes`);
   rejects(() => Tensor.fromDeviceBuffer(buf, [4], any<DType>("f16")), `${fn} 'dtype': expected one of bf16, fp16, fp8_e4m3, f32, i32, u8, got "f16"`);
