@@ -182,7 +182,7 @@ test("every public call names a wrong value in each argument with an ArgumentErr
     }
   }
   assert.deepEqual(failures, []);
-  assert.ok(checked > 800, `${checked} calls checked`);
+  assert.ok(checked > 1500, `${checked} calls checked`);
 });
 
 test("the sweep covers every function the package root exports", () => {
