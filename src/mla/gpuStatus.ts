@@ -70,8 +70,8 @@ export interface GpuStatusOptions {
  * const status = gpuStatus();
  * if (!status.ok) console.warn(`GPU path unavailable (${status.reason}): ${status.message}`);
  */
-export function gpuStatus(deviceOrdinal: number = config.deviceOrdinal, options?: GpuStatusOptions): GpuStatus {
-  const ordinal = checkDeviceOrdinal(FN, "deviceOrdinal", deviceOrdinal);
+export function gpuStatus(deviceOrdinal?: number, options?: GpuStatusOptions): GpuStatus {
+  if (deviceOrdinal !== undefined) checkDeviceOrdinal(FN, "deviceOrdinal", deviceOrdinal);
   const { kernelDir = config.kernelDir } = optionsObject(FN, "options", options);
   if (typeof kernelDir !== "string" || kernelDir === "") throw new ArgumentError(FN, "options.kernelDir", "a folder path", describeValue(kernelDir));
   const kernels = kernelStatus(kernelDir);
@@ -98,6 +98,11 @@ export function gpuStatus(deviceOrdinal: number = config.deviceOrdinal, options?
     deviceCount = count[0];
   } catch (e) {
     return { ok: false, reason: "no-driver", message: `the NVIDIA driver loaded but does not answer: ${messageOf(e)}; ${CPU_FALLBACK}`, kernels };
+  }
+  const ordinal = deviceOrdinal ?? config.deviceOrdinal;
+  // The default comes from the environment, not from the caller: a bad value there is an answer, not a throw.
+  if (!Number.isSafeInteger(ordinal) || ordinal < 0) {
+    return { ok: false, reason: "no-device", message: `FLASHMLA_DEVICE does not name a device ordinal (it reads as ${ordinal}); set it to 0 or another device's ordinal, or unset it`, deviceCount, driverVersion, kernels };
   }
   if (ordinal >= deviceCount) {
     const seen = deviceCount === 0 ? "the driver sees no CUDA device" : `the driver sees ${deviceCount} CUDA device(s), ordinals 0 to ${deviceCount - 1}`;

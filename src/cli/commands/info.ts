@@ -60,7 +60,7 @@ export interface CollectInfoOptions {
  */
 export function collectInfo(options: CollectInfoOptions = {}): InfoReport {
   const ordinal = options.deviceOrdinal ?? config.deviceOrdinal;
-  const status = gpuStatus(ordinal, { kernelDir: options.kernelDir ?? config.kernelDir });
+  const status = gpuStatus(options.deviceOrdinal, { kernelDir: options.kernelDir ?? config.kernelDir });
   const kernels = { ...status.kernels, ok: status.kernels.present };
   const base = { packageVersion: packageVersion(), nodeVersion: process.version, libcudaPath: config.libcudaPath };
   const cpuReference = { available: true, entryPoint: "mlaDecodeReference" } as const;

@@ -24,13 +24,13 @@ after(() => rmSync(tmp, { recursive: true, force: true }));
 const kernelDir = (name: string, names: readonly string[], damaged?: string) => writeFakeKernelDir(path.join(tmp, name), names, damaged);
 
 /** What a fresh process with this environment gets from Device.count() and gpuStatus(ordinal). */
-function probe(env: Record<string, string>, ordinal = 0): { count: number | string; status: GpuStatus } {
+function probe(env: Record<string, string>, ordinal: number | "default" = 0): { count: number | string; status: GpuStatus } {
   const script = `
     const { Device } = await import(${mod("runtime/Device.js")});
     const { gpuStatus } = await import(${mod("mla/gpuStatus.js")});
     let count;
     try { count = Device.count(); } catch (e) { count = e.name + ": " + e.message; }
-    process.stdout.write(JSON.stringify({ count, status: gpuStatus(${ordinal}) }));
+    process.stdout.write(JSON.stringify({ count, status: gpuStatus(${ordinal === "default" ? "" : ordinal}) }));
   `;
   const stdout = execFileSync(process.execPath, ["--input-type=module", "-e", script], { env: { ...process.env, FLASHMLA_KERNEL_DIR: readyDir, ...env }, encoding: "utf8" });
   return JSON.parse(stdout);
@@ -89,6 +89,14 @@ test("without libcuda: Device.count() is 0 and gpuStatus() says no-driver with t
   );
   assert.equal(status.kernels.present, true);
   assert.equal(status.kernels.dir, readyDir);
+});
+
+test("a FLASHMLA_DEVICE that is not an ordinal is an answer (no-device), not a throw", { skip: needsCompiler }, () => {
+  const { status } = probe({ FLASHMLA_LIBCUDA: fakeLib!, FLASHMLA_DEVICE: "first" }, "default");
+  assert.deepEqual(status.ok ? undefined : [status.reason, status.message], [
+    "no-device",
+    "FLASHMLA_DEVICE does not name a device ordinal (it reads as NaN); set it to 0 or another device's ordinal, or unset it",
+  ]);
 });
 
 test("a driver that finds no device: count 0 and no-device", { skip: needsCompiler }, () => {
