@@ -144,6 +144,35 @@ struct CombineParams {
   int pad0;
 };
 
+// Decode context parallelism: the cross-rank log-sum-exp merge. Rank r decoded its share of every
+// request's tokens into o_r [b, s_q, h_q, 512] and natural-log lse_r [b, h_q, s_q] (+-inf: saw no key).
+// Per row (request, query token, head): L = ln Σ_r e^(lse_r), out = sink(L) · Σ_{r in the o set}
+// e^(lse_r - L) · o_r with sink(L) = 1 / (1 + e^(attn_sink[h] - L)) (1 without a sink), lse_out = L.
+// The o set is every rank (the all-gather form: out is the merged output) or rank `o_first` alone
+// (reduce-scatter and all-reduce forms: out is that rank's term, the collective sums the terms).
+// Grid ceil(b · s_q · h_q / 4), 256 threads: 64 threads per row, eight columns each.
+struct DcpMergeParams {
+  const void* o_parts;         // o_count parts, part i (rank o_first + i) at o_parts + i · o_part_stride, each [b, s_q, h_q, 512] contiguous
+  const float* lse_parts;      // rank r's lse at lse_parts + r · lse_part_stride + i·lse_stride_b + h·lse_stride_h + s·lse_stride_s
+  const float* attn_sink;      // [h_q] or null
+  void* out;                   // head h of row (i, s) at out + (h / heads_per_chunk) · chunk_stride + ((i·s_q + s)·heads_per_chunk + h % heads_per_chunk) · 512
+  float* lse;                  // [b, h_q, s_q] natural log (+inf where no rank saw a key), or null
+  long long o_part_stride;     // elements
+  long long lse_part_stride;   // elements
+  long long lse_stride_b;
+  long long lse_stride_h;
+  long long lse_stride_s;
+  long long chunk_stride;      // elements between head chunks of out (0 with one chunk)
+  int b;
+  int s_q;
+  int h_q;
+  int ranks;                   // lse parts
+  int o_first;                 // first rank of the o set
+  int o_count;                 // ranks in the o set
+  int heads_per_chunk;         // h_q: out is [b, s_q, h_q, 512]; h_q / ranks: the reduce-scatter's layout
+  int pad0;
+};
+
 // FP8 KV cache writer: bf16 tokens -> 656-byte V32 tokens at given slots of a paged cache.
 struct Fp8KvWriteParams {
   const uint16_t* kv;          // [num_tokens, 576] bf16 bits, row stride kv_stride elements
@@ -216,6 +245,10 @@ struct SparseRefParams {
   M(T, b) M(T, s_q) M(T, h_q) M(T, topk) M(T, page_block_size) M(T, num_slots) M(T, softmax_scale)
 #define MLA_OFFSETS_SCHED(T, M) \
   M(T, cache_seqlens) M(T, sched_meta) M(T, num_splits) M(T, seqlens_used) M(T, errors) M(T, b) M(T, num_sm_parts) M(T, max_len) M(T, max_valid_len) M(T, fixed_overhead)
+#define MLA_OFFSETS_DCP_MERGE(T, M)                                                                       \
+  M(T, o_parts) M(T, lse_parts) M(T, attn_sink) M(T, out) M(T, lse) M(T, o_part_stride) M(T, lse_part_stride)      \
+  M(T, lse_stride_b) M(T, lse_stride_h) M(T, lse_stride_s) M(T, chunk_stride) M(T, b) M(T, s_q) M(T, h_q)           \
+  M(T, ranks) M(T, o_first) M(T, o_count) M(T, heads_per_chunk)
 #define MLA_OFFSETS_FP8W(T, M)                                                                            \
   M(T, kv) M(T, slot_mapping) M(T, cache) M(T, kv_stride) M(T, cache_block_stride) M(T, num_tokens) M(T, page_block_size) M(T, num_slots)
 #define MLA_OFFSETS_REF(T, M)                                                                             \

@@ -51,6 +51,16 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   }
 }
 
+// The inverse of pack2: two 16-bit elements (low half first) to f32, exactly.
+template <typename T>
+__device__ __forceinline__ float2 unpack2(uint32_t two) {
+  if constexpr (T::is_fp16) {
+    return __half22float2(*reinterpret_cast<const __half2*>(&two));
+  } else {
+    return make_float2(__uint_as_float(two << 16), __uint_as_float(two & 0xFFFF0000u));
+  }
+}
+
 // ex2.approx.ftz.f32: the softmax exponent in base 2 (FlashAttention's scale·log2e trick).
 __device__ __forceinline__ float exp2_approx(float x) {
   float y;

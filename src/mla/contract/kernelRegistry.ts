@@ -11,6 +11,7 @@ import type { Stream } from "../../runtime/Stream.js";
 import type { CStruct } from "./CStruct.js";
 import {
   CombineParamsStruct,
+  DcpMergeParamsStruct,
   DenseParamsStruct,
   Fp8KvWriteParamsStruct,
   RefParamsStruct,
@@ -68,6 +69,9 @@ export const KERNEL_REGISTRY = Object.freeze({
   sched_meta: { cubin: "sched_meta", symbol: "mla_sched_meta", params: { struct: SchedParamsStruct, table: "sched_params_layout" }, threads: 32, clusterX: 1, facts: false },
   combine_bf16: { cubin: "combine", symbol: "mla_combine_bf16", params: { struct: CombineParamsStruct, table: "combine_params_layout" }, threads: 512, clusterX: 1, facts: false },
   combine_fp16: { cubin: "combine", symbol: "mla_combine_fp16", params: { struct: CombineParamsStruct, table: "combine_params_layout" }, threads: 512, clusterX: 1, facts: false },
+  // Decode context parallelism: the ranks' partial outputs merged by their log-sum-exp (src/dcp).
+  dcp_merge_bf16: { cubin: "dcp_merge", symbol: "mla_dcp_merge_bf16", params: { struct: DcpMergeParamsStruct, table: "dcp_merge_params_layout" }, threads: 256, clusterX: 1, facts: false },
+  dcp_merge_fp16: { cubin: "dcp_merge", symbol: "mla_dcp_merge_fp16", params: { struct: DcpMergeParamsStruct, table: "dcp_merge_params_layout" }, threads: 256, clusterX: 1, facts: false },
   fp8_kv_write: { cubin: "fp8_kv_writer", symbol: "fp8_kv_write_v32", params: { struct: Fp8KvWriteParamsStruct, table: "fp8_kv_write_params_layout" }, threads: 256, clusterX: 1, facts: false },
   dense_reference_fp32: { cubin: "reference_fp32", symbol: "mla_dense_reference_fp32", params: { struct: RefParamsStruct, table: "ref_params_layout" }, threads: 256, clusterX: 1, facts: false },
   sparse_reference_fp32: { cubin: "reference_fp32", symbol: "mla_sparse_reference_fp32", params: { struct: SparseRefParamsStruct, table: "sparse_ref_params_layout" }, threads: 256, clusterX: 1, facts: false },

@@ -107,6 +107,28 @@ export const CombineParamsStruct = new CStruct("CombineParams", [
   ["pad0", "i32"],
 ] as const);
 
+export const DcpMergeParamsStruct = new CStruct("DcpMergeParams", [
+  ["o_parts", "ptr"],
+  ["lse_parts", "ptr"],
+  ["attn_sink", "ptr"],
+  ["out", "ptr"],
+  ["lse", "ptr"],
+  ["o_part_stride", "i64"],
+  ["lse_part_stride", "i64"],
+  ["lse_stride_b", "i64"],
+  ["lse_stride_h", "i64"],
+  ["lse_stride_s", "i64"],
+  ["chunk_stride", "i64"],
+  ["b", "i32"],
+  ["s_q", "i32"],
+  ["h_q", "i32"],
+  ["ranks", "i32"],
+  ["o_first", "i32"],
+  ["o_count", "i32"],
+  ["heads_per_chunk", "i32"],
+  ["pad0", "i32"],
+] as const);
+
 export const Fp8KvWriteParamsStruct = new CStruct("Fp8KvWriteParams", [
   ["kv", "ptr"],
   ["slot_mapping", "ptr"],
