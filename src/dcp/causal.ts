@@ -8,15 +8,22 @@ import { ArgumentError, describeValue } from "../errors/ArgumentError.js";
 import { checkTypedArray } from "../numeric/checkArrayArgument.js";
 import { checkLayout, checkLengths, checkRank, intAtLeast, localLength } from "./shard.js";
 
-/** Options of {@link dcpVisibleLengths}. */
-export interface DcpVisibleLengthsOptions {
-  /** Global length S of the request. */
-  globalLength: number;
+/** The query shape and the rank: what both {@link dcpVisibleLengths} and {@link dcpCausalForm} take. */
+export interface DcpQueryRank {
   /** Query tokens per request (s_q ≥ 1). */
   sQ: number;
+  /** This rank, in [0, ranks). */
   rank: number;
+  /** Number of DCP ranks N (≥ 1). */
   ranks: number;
+  /** Tokens per run dealt to one rank (≥ 1). */
   interleave: number;
+}
+
+/** Options of {@link dcpVisibleLengths}. */
+export interface DcpVisibleLengthsOptions extends DcpQueryRank {
+  /** Global length S of the request. */
+  globalLength: number;
 }
 
 /**
@@ -28,12 +35,8 @@ export interface DcpVisibleLengthsOptions {
  */
 export function dcpVisibleLengths(opts: DcpVisibleLengthsOptions): Int32Array {
   const fn = "dcpVisibleLengths";
-  if (opts === null || typeof opts !== "object") throw new ArgumentError(fn, "opts", "an options object", describeValue(opts));
-  const { globalLength, sQ, rank, ranks, interleave } = opts;
-  checkLayout(fn, ranks, interleave);
-  checkRank(fn, rank, ranks);
+  const { globalLength, sQ, rank, ranks, interleave } = checkQueryRank(fn, opts);
   intAtLeast(fn, "globalLength", globalLength, 0);
-  intAtLeast(fn, "sQ", sQ, 1);
   return visibleOf(globalLength, sQ, rank, ranks, interleave);
 }
 
@@ -56,13 +59,9 @@ export interface DcpCausalForm {
 }
 
 /** Options of {@link dcpCausalForm}. */
-export interface DcpCausalFormOptions {
+export interface DcpCausalFormOptions extends DcpQueryRank {
   /** [b] global length of each request. */
   cacheSeqlens: Int32Array;
-  sQ: number;
-  rank: number;
-  ranks: number;
-  interleave: number;
 }
 
 /**
@@ -75,11 +74,7 @@ export interface DcpCausalFormOptions {
  */
 export function dcpCausalForm(opts: DcpCausalFormOptions): DcpCausalForm {
   const fn = "dcpCausalForm";
-  if (opts === null || typeof opts !== "object") throw new ArgumentError(fn, "opts", "an options object", describeValue(opts));
-  const { sQ, rank, ranks, interleave } = opts;
-  checkLayout(fn, ranks, interleave);
-  checkRank(fn, rank, ranks);
-  intAtLeast(fn, "sQ", sQ, 1);
+  const { sQ, rank, ranks, interleave } = checkQueryRank(fn, opts);
   const cacheSeqlens = checkLengths(fn, "cacheSeqlens", opts.cacheSeqlens);
   const b = cacheSeqlens.length;
 
@@ -118,6 +113,15 @@ export function dcpFlattenBlockTable(blockTable: Int32Array, b: number, sQ: numb
     for (let j = 0; j < sQ; j++) flat.set(row, (i * sQ + j) * cols);
   }
   return flat;
+}
+
+/** Checks the options object and its {@link DcpQueryRank} fields. */
+function checkQueryRank<T extends DcpQueryRank>(fn: string, opts: T): T {
+  if (opts === null || typeof opts !== "object") throw new ArgumentError(fn, "opts", "an options object", describeValue(opts));
+  checkLayout(fn, opts.ranks, opts.interleave);
+  checkRank(fn, opts.rank, opts.ranks);
+  intAtLeast(fn, "sQ", opts.sQ, 1);
+  return opts;
 }
 
 /** {@link dcpVisibleLengths} on checked arguments. */
