@@ -113,7 +113,7 @@ function checkLseOut(fn: string, lse: unknown, shape: { b: number; s_q: number; 
  * of decode context parallelism (each rank holds every rank's out and lse) and N virtual shards on one
  * GPU both end here. A row no rank saw a key of gives out 0 and lse +inf.
  */
-export function dcpMerge(args: DcpMergeArgs): { out: Tensor; lse: Tensor<"f32"> } {
+export function dcpMerge(args: DcpMergeArgs): { out: Tensor<"bf16" | "fp16">; lse: Tensor<"f32"> } {
   const fn = "dcpMerge";
   const parts = checkTensor(fn, "outParts", args.outParts, { dtypes: ["bf16", "fp16"], shape: [undefined, undefined, undefined, undefined, D_V], dims: ["ranks", "b", "s_q", "h_q", "d_v"], device: "cuda", alignBytes: 16 });
   const [, b, s_q, h_q] = parts.shape;
@@ -126,7 +126,7 @@ export function dcpMerge(args: DcpMergeArgs): { out: Tensor; lse: Tensor<"f32"> 
   const stream = checkStream(fn, args.stream, { name: "outParts", tensor: parts });
   const { out, lse } = allocate(parts, [b, s_q, h_q, D_V], shape, args.out, args.lse);
   launchDcpMerge({ o: parts, oPartStride: parts.strides[0], oFirst: 0, oCount: ranks, lseParts: args.lseParts, attnSink: args.attnSink, dst: out, lse, headsPerChunk: h_q, chunkStride: 0, shape, stream });
-  return { out, lse };
+  return { out: out as Tensor<"bf16" | "fp16">, lse };
 }
 
 /**
