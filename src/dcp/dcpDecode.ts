@@ -26,9 +26,9 @@ export type DcpForm = "allGather" | "allReduce" | "reduceScatter";
 export interface DcpCommunicator {
   readonly rank: number;
   readonly size: number;
-  allGather(args: { send: Tensor; recv: Tensor; stream?: Stream }): void;
-  allReduce(args: { send: Tensor; recv: Tensor; op: "sum"; stream?: Stream }): void;
-  reduceScatter(args: { send: Tensor; recv: Tensor; op: "sum"; stream?: Stream }): void;
+  allGather(send: Tensor, recv: Tensor, options?: { stream?: Stream }): void;
+  allReduce(send: Tensor, recv: Tensor, options?: { op?: "sum"; stream?: Stream }): void;
+  reduceScatter(send: Tensor, recv: Tensor, options?: { op?: "sum"; stream?: Stream }): void;
 }
 
 /** One rank's arguments of a layer: the FlashMLA call on its shard, and its communicator. */
@@ -112,24 +112,24 @@ export function dcpDecode(ranks: readonly DcpRankArgs[], opts: { form: DcpForm; 
   if (form === "allGather") {
     // 2. In-place all-gather of out and lse, 3. the merge.
     group(() => ranks.forEach((r, i) => {
-      comms[i].allGather({ send: slot(i).out, recv: buf(i).outParts, stream: r.stream });
-      comms[i].allGather({ send: slot(i).lse, recv: buf(i).lseParts, stream: r.stream });
+      comms[i].allGather(slot(i).out, buf(i).outParts, { stream: r.stream });
+      comms[i].allGather(slot(i).lse, buf(i).lseParts, { stream: r.stream });
     }));
     return ranks.map((r, i) => dcpMerge({ outParts: buf(i).outParts, lseParts: lseView(buf(i).lseParts, r.step, { b, s_q, h_q }), attnSink: r.attnSink, stream: r.stream, out: r.out, lse: r.lse }));
   }
   // 2. All-gather of the lse, 3. each rank's weighted term, 4. the sum.
-  group(() => ranks.forEach((r, i) => comms[i].allGather({ send: slot(i).lse, recv: buf(i).lseParts, stream: r.stream })));
+  group(() => ranks.forEach((r, i) => comms[i].allGather(slot(i).lse, buf(i).lseParts, { stream: r.stream })));
   const rescale = (r: DcpRankArgs, i: number, layout: "heads" | "headChunks", term: Tensor | undefined) =>
     dcpRescale({ out: slot(i).out, lseParts: lseView(buf(i).lseParts, r.step, { b, s_q, h_q }), rank: r.step.rank, layout, attnSink: r.attnSink, stream: r.stream, term, lse: r.lse });
   if (form === "allReduce") {
     // The term is the output: summed in place.
     const terms = ranks.map((r, i) => rescale(r, i, "heads", r.out));
-    group(() => ranks.forEach((r, i) => comms[i].allReduce({ send: terms[i].term, recv: terms[i].term, op: "sum", stream: r.stream })));
+    group(() => ranks.forEach((r, i) => comms[i].allReduce(terms[i].term, terms[i].term, { op: "sum", stream: r.stream })));
     return terms.map((t) => ({ out: t.term as Tensor<"bf16" | "fp16">, lse: t.lse }));
   }
   const terms = ranks.map((r, i) => rescale(r, i, "headChunks", buf(i).term.view([n, b, s_q, h_q / n, D_V])));
   const outs = ranks.map((r) => (r.out as Tensor<"bf16" | "fp16"> | undefined) ?? Tensor.emptyDevice([b, s_q, h_q / n, D_V], dtype, r.step.deviceOrdinal));
-  group(() => ranks.forEach((r, i) => comms[i].reduceScatter({ send: terms[i].term, recv: outs[i], op: "sum", stream: r.stream })));
+  group(() => ranks.forEach((r, i) => comms[i].reduceScatter(terms[i].term, outs[i], { op: "sum", stream: r.stream })));
   return outs.map((out, i) => ({ out, lse: terms[i].lse }));
 }
 

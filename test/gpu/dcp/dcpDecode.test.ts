@@ -18,6 +18,7 @@ import { UNUSED_BLOCK_ID } from "../../../src/testing/denseCase.js";
 import { makeDenseCaseGpu, type GpuDenseCase } from "../../../src/testing/gpuDenseCase.js";
 import { uploadSparseCase } from "../../../src/testing/gpuSparseCase.js";
 import { mlaDecodeReference } from "../../../src/mla/reference/mlaDecodeReference.js";
+import { ncclAvailable, NcclComm, ncclGroup } from "../../../src/nccl/index.js";
 import { describeGpu } from "../../helpers/gpu.js";
 
 // Decode context parallelism on one GPU: N virtual ranks, each decoding its share of every request's
@@ -208,6 +209,29 @@ describeGpu("decode context parallelism on one GPU (virtual ranks)", () => {
         owned.forEach((t) => t.dispose());
         u.dispose();
       }
+    }
+  });
+
+  test("through NCCL with a one-rank communicator, every form passes the unsharded decode's check (NCCL refuses two ranks on one GPU)", (t) => {
+    const nccl = ncclAvailable();
+    if (!nccl.ok) return t.skip(`NCCL not found: ${nccl.reason.split("\n")[0]}`);
+    const [comm] = NcclComm.initAll([0]);
+    const gc = makeDenseCaseGpu({ seed: 7601, b: 6, s_q: 2, h_q: 64, h_kv: 1, seqlens: { mean: 900, varlen: true }, causal: true, dtype: "bf16" });
+    const step = DcpStep.dense({ rank: 0, ranks: 1, interleave: 64, cacheSeqlens: Int32Array.from(gc.seqlens), blockTable: gc.blockTableHost, sQ: 2, causal: true, stream });
+    const meta = getMlaMetadata();
+    try {
+      for (const form of ["allGather", "allReduce", "reduceScatter"] as const) {
+        const [res] = dcpDecode([{ step, comm, q: gc.q, kCache: gc.kCache, schedMeta: meta, headDimV: D_V, softmaxScale: gc.softmaxScale, stream }], { form, group: ncclGroup });
+        const r = checkDenseCase(gc, res, { stream, gpuReference: true });
+        res.out.dispose(), res.lse.dispose();
+        assert.ok(r.ok, `${form}: ${r.message}`);
+      }
+      assert.equal(comm.asyncError(), undefined, "no asynchronous NCCL error");
+    } finally {
+      meta.dispose();
+      step.dispose();
+      gc.dispose();
+      comm.dispose();
     }
   });
 
