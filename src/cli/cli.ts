@@ -7,6 +7,7 @@ import { driverAvailable } from "../driver/loadDriver.js";
 import { registerBenchCommand } from "./commands/bench.js";
 import { registerCeilingsCommand } from "./commands/ceilings.js";
 import { registerCheckCommand } from "./commands/check.js";
+import { registerDcpBenchCommand } from "./commands/dcpBench.js";
 import { registerInfoCommand } from "./commands/info.js";
 import { registerRooflineCommand } from "./commands/roofline.js";
 import { registerStartCommand } from "./commands/start.js";
@@ -33,6 +34,7 @@ export function createProgram(): Command {
   registerRooflineCommand(program, { detectGpuName });
   registerCeilingsCommand(program);
   registerBenchCommand(program);
+  registerDcpBenchCommand(program);
   registerCheckCommand(program);
   registerStartCommand(program);
   return program;
