@@ -68,7 +68,7 @@ export function checkAllGatherArgs(fn: string, comm: CommFacts, send: Tensor, re
   const o = optionsObject(fn, "options", options);
   const [s, r] = sendAndRecv(fn, comm, send, recv);
   const want = comm.size * s.numel;
-  if (r.numel !== want) throw new ArgumentError(fn, "recv", `${want} elements (${comm.size} ranks × send's ${s.numel})`, elements(r));
+  if (r.numel !== want) throw new ArgumentError(fn, "recv", `${want} elements (size ${comm.size} × send's ${s.numel})`, elements(r));
   return { send: s.ptr, recv: r.ptr, count: s.numel, dtype: ncclDataTypeOf(s.dtype, "copy"), op: 0, stream: streamFor(fn, comm, o.stream) };
 }
 
@@ -78,7 +78,7 @@ export function checkReduceScatterArgs(fn: string, comm: CommFacts, send: Tensor
   const [s, r] = sendAndRecv(fn, comm, send, recv);
   if (s.numel % comm.size !== 0) throw new ArgumentError(fn, "send", `a multiple of ${comm.size} elements (one equal part per rank)`, elements(s));
   const count = s.numel / comm.size;
-  if (r.numel !== count) throw new ArgumentError(fn, "recv", `${count} elements (send's ${s.numel} / ${comm.size} ranks)`, elements(r));
+  if (r.numel !== count) throw new ArgumentError(fn, "recv", `${count} elements (send's ${s.numel} / size ${comm.size})`, elements(r));
   return { send: s.ptr, recv: r.ptr, count, dtype: reducedDtype(fn, comm, s), op: reduceOp(fn, comm, o.op), stream: streamFor(fn, comm, o.stream) };
 }
 

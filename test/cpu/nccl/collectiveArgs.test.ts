@@ -99,7 +99,7 @@ test("checkAllGatherArgs() wants size × send's elements in recv, and passes sen
   assert.equal(c.dtype, 7);
   rejects(
     () => checkAllGatherArgs("NcclComm.allGather", comm4, cuda([3], "f32", 1), cuda([3, 3], "f32", 1), {}),
-    "NcclComm.allGather(): argument 'recv': expected 12 elements (4 ranks × send's 3), got 9 (shape [3, 3])",
+    "NcclComm.allGather(): argument 'recv': expected 12 elements (size 4 × send's 3), got 9 (shape [3, 3])",
   );
   assert.equal(checkAllGatherArgs("f", comm4, cuda([3], "fp8_e4m3", 1), cuda([12], "fp8_e4m3", 1), {}).dtype, 1, "fp8 gathered as bytes");
 });
@@ -113,7 +113,7 @@ test("checkReduceScatterArgs() wants send in size equal parts and one part in re
   );
   rejects(
     () => checkReduceScatterArgs("NcclComm.reduceScatter", comm4, cuda([16], "fp16", 1), cuda([16], "fp16", 1), {}),
-    "NcclComm.reduceScatter(): argument 'recv': expected 4 elements (send's 16 / 4 ranks), got 16 (shape [16])",
+    "NcclComm.reduceScatter(): argument 'recv': expected 4 elements (send's 16 / size 4), got 16 (shape [16])",
   );
 });
 
