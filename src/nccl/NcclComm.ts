@@ -39,9 +39,10 @@ type ReleaseCall = "ncclCommDestroy" | "ncclCommAbort";
  * synchronize, so they can be captured into a CUDA graph (`Graph.capture`) on the stream they use;
  * run each one once before capturing it, so NCCL sets up its connections outside the capture.
  *
- * Communicators are blocking (NCCL's default): a call returns once its work is queued, after every
- * rank has made it. `dispose()` destroys the communicator (ncclCommDestroy) once all ranks are done
- * with it; `abort()` tears it down at once (ncclCommAbort), e.g. after `asyncError()` reports one.
+ * Communicators are blocking (NCCL's default): a call returns once its work is queued, which the
+ * first time can wait for the other ranks to connect. `dispose()` destroys the communicator
+ * (ncclCommDestroy) once all ranks are done with it; `abort()` tears it down at once (ncclCommAbort),
+ * e.g. after `asyncError()` reports an error.
  *
  * @example
  * // One process, every GPU: one communicator per device; one thread drives them, so each call is grouped.
@@ -143,9 +144,10 @@ export class NcclComm {
   }
 
   /**
-   * Disposes `comms` together, inside one ncclGroup: what communicators of one `initAll` need, since
-   * NCCL's destroy waits for the other ranks of the node. Disposed ones are skipped; every one is
-   * disposed even when one fails, and the first error is thrown.
+   * Disposes `comms` together, inside one ncclGroup: the way to free the communicators of one
+   * `initAll`, since recent NCCLs treat destroy as a collective of the node's ranks, which one thread
+   * must issue together. Disposed ones are skipped; every one is disposed even when one fails, and
+   * the first error is thrown.
    */
   static disposeAll(comms: readonly NcclComm[]): void {
     const fn = "NcclComm.disposeAll";
