@@ -57,6 +57,31 @@ test("flashmla-ts/runtime exports the CUDA runtime layer", () => {
   ]);
 });
 
+test("flashmla-ts/dcp exports decode context parallelism", async () => {
+  const dcp = await import("../../src/dcp/index.js");
+  assert.deepEqual(Object.keys(dcp).sort(), [
+    "DcpStep",
+    "dcpCausalForm",
+    "dcpDecode",
+    "dcpFlattenBlockTable",
+    "dcpGlobalPosition",
+    "dcpHeadSlice",
+    "dcpLocalLength",
+    "dcpMerge",
+    "dcpMergeModel",
+    "dcpOwner",
+    "dcpPageMapFromRequests",
+    "dcpPageMapRoundRobin",
+    "dcpRescale",
+    "dcpRescaleModel",
+    "dcpVisibleLengths",
+    "planDcpShards",
+    "shardDenseCacheHost",
+    "shardSparseCacheHost",
+    "shardSparseIndicesHost",
+  ]);
+});
+
 test("the root's classes are the runtime's, so values cross between the two entry points", () => {
   for (const name of ["Device", "Event", "Graph", "Stream", "Tensor"] as const) assert.equal(root[name], runtime[name], name);
 });
