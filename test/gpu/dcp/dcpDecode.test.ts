@@ -111,7 +111,7 @@ describeGpu("decode context parallelism on one GPU (virtual ranks)", () => {
     const merged = dcpMergeModel({ outs, lses, dims: { b, s_q, h_q }, attnSink: sink });
     try {
       for (const layout of ["heads", "headChunks"] as const) {
-        const sum = new Float64Array(rows * D_V);
+        const sum = new Float64Array(rows * D_V), sumAbs = new Float64Array(rows * D_V);
         for (let r = 0; r < ranks; r++) {
           const own = Tensor.toDevice(Tensor.fromHost(f32ArrayToBf16(outs[r]), [b, s_q, h_q, D_V], "bf16"));
           const { term, lse } = dcpRescale({ out: own, lseParts, rank: r, layout, attnSink, stream });
@@ -120,10 +120,13 @@ describeGpu("decode context parallelism on one GPU (virtual ranks)", () => {
           const asHeads = layout === "heads" ? t : unchunk(t, ranks, b, s_q, h_q);
           assertClose(asHeads, Float32Array.from(want.partial), { abs: 1e-5, rel: 2 ** -7, cos: 1e-6 }, { name: `term of rank ${r} (${layout})`, roundReferenceTo: "bf16" });
           assertClose(lse.toHost(stream).host as Float32Array, Float32Array.from(merged.lse), { abs: 1e-5, rel: 1e-5 }, { name: `lse of rank ${r}` });
-          asHeads.forEach((v, i) => (sum[i] += v));
+          asHeads.forEach((v, i) => ((sum[i] += v), (sumAbs[i] += Math.abs(v))));
           own.dispose(), term.dispose(), lse.dispose();
         }
-        assertClose(Float32Array.from(sum), Float32Array.from(merged.out), { abs: 1e-4, rel: 2 ** -6, cos: 1e-5 }, { name: `Σ terms (${layout})` });
+        // Each term is rounded to bf16 (half an ulp, 2^-9 relative), so the sum may be off by
+        // 2^-9 · Σ_r |term_r|: with terms of both signs, far more than 2^-9 of the sum.
+        const off = [...sum.keys()].filter((i) => !(Math.abs(sum[i] - merged.out[i]) <= (2 ** -9 + 1e-5) * sumAbs[i] + 1e-6));
+        assert.equal(off.length, 0, `Σ terms (${layout}) beyond the rounding of its terms at ${off.length} elements, first ${off[0]}: ${sum[off[0]]} vs ${merged.out[off[0]]}`);
       }
     } finally {
       lseParts.dispose(), attnSink.dispose();
@@ -137,7 +140,8 @@ describeGpu("decode context parallelism on one GPU (virtual ranks)", () => {
       { seed: 7303, b: 5, s_q: 2, h_q: 16, seqlens: [1000, 128, 129, 2, 300], causal: true, ranks: 4, interleave: 128 },
       { seed: 7304, b: 2, s_q: 2, h_q: 128, seqlens: [4096, 777], causal: false, ranks: 4, interleave: 64 },
       { seed: 7305, b: 2, s_q: 1, h_q: 64, seqlens: [63, 40], causal: false, ranks: 4, interleave: 64 },
-      { seed: 7306, b: 2, s_q: 2, h_q: 128, seqlens: [128, 64], causal: true, ranks: 2, interleave: 64 },
+      // Every request's last token on rank 1: rank 1 takes the kernel's own mask, rank 0 none.
+      { seed: 7306, b: 2, s_q: 2, h_q: 128, seqlens: [128, 256], causal: true, ranks: 2, interleave: 64 },
     ];
     const formsSeen = new Set<string>();
     for (const c of cases) {
