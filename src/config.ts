@@ -22,6 +22,13 @@ export const config = {
   testKernelDir: path.join(kernelDir, "testing"),
   /** CUDA device ordinal used by default. FLASHMLA_DEVICE overrides. */
   deviceOrdinal: Number(process.env.FLASHMLA_DEVICE ?? "0"),
+  /**
+   * libnccl.so.2's path, or a folder holding it, tried before the system loader and Python's
+   * nvidia/nccl/lib (src/nccl). FLASHMLA_NCCL sets it; read at each search, not at import.
+   */
+  get ncclPath(): string | undefined {
+    return process.env.FLASHMLA_NCCL;
+  },
   /** Set FLASHMLA_REQUIRE_GPU=1 to make the GPU test suite fail (not skip) when no GPU is found. */
   requireGpu: process.env.FLASHMLA_REQUIRE_GPU === "1",
 } as const;

@@ -1,3 +1,4 @@
+import { config } from "../config.js";
 import { execFileSync } from "node:child_process";
 import { statSync } from "node:fs";
 import path from "node:path";
@@ -23,7 +24,7 @@ export type PythonNcclAnswer = { ok: true; dirs: string[] } | { ok: false; reaso
 
 /** Where to look for NCCL; every field has a default, tests replace them. */
 export interface NcclSearch {
-  /** FLASHMLA_NCCL: libnccl.so.2's path, or a folder holding it. @default process.env.FLASHMLA_NCCL */
+  /** FLASHMLA_NCCL: libnccl.so.2's path, or a folder holding it. @default config.ncclPath */
   override?: string;
   /** The library's file name, also what the system loader is asked for. @default "libnccl.so.2" */
   soname?: string;
@@ -45,7 +46,7 @@ export const PYTHON_TIMEOUT_MS = 5000;
  */
 export function* ncclCandidates(search: NcclSearch = {}): Generator<NcclSearchStep> {
   const soname = search.soname ?? "libnccl.so.2";
-  const override = "override" in search ? search.override : process.env.FLASHMLA_NCCL;
+  const override = "override" in search ? search.override : config.ncclPath;
   if (override !== undefined && override !== "") {
     yield { candidate: { source: "FLASHMLA_NCCL", path: isDirectory(override) ? path.join(override, soname) : override, where: `FLASHMLA_NCCL=${override}` } };
   }
