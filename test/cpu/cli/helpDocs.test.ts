@@ -19,7 +19,7 @@ function flashmla(args: string[]): string {
 
 test("help texts and outputs cite only files the user has: no BENCH.md, and every named document exists", () => {
   const texts = [
-    ...["", "info", "roofline", "ceilings", "bench", "check", "start"].map((c) => flashmla(c === "" ? ["--help"] : [c, "--help"])),
+    ...["", "info", "roofline", "ceilings", "bench", "dcp-bench", "check", "start"].map((c) => flashmla(c === "" ? ["--help"] : [c, "--help"])),
     flashmla(["bench", "--list"]),
     flashmla(["roofline", "--case", "dense-b1"]),
     flashmla(["roofline", "--case", "sparse-v32", "--json"]),
