@@ -21,6 +21,7 @@ const STRUCTS = [
   ["MLA_OFFSETS_COMBINE", "CombineParams", params.CombineParamsStruct],
   ["MLA_OFFSETS_DCP_MERGE", "DcpMergeParams", params.DcpMergeParamsStruct],
   ["MLA_OFFSETS_FP8W", "Fp8KvWriteParams", params.Fp8KvWriteParamsStruct],
+  ["MLA_OFFSETS_MODEL1W", "Model1KvWriteParams", params.Model1KvWriteParamsStruct],
   ["MLA_OFFSETS_REF", "RefParams", params.RefParamsStruct],
   ["MLA_OFFSETS_SPARSE_REF", "SparseRefParams", params.SparseRefParamsStruct],
 ];

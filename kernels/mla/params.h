@@ -186,6 +186,22 @@ struct Fp8KvWriteParams {
   int pad0;
 };
 
+// MODEL1 (DeepSeek-V4) KV cache writer: bf16 tokens -> 584-byte MODEL1 tokens at given slots of a paged
+// cache. A page of page_block_size tokens holds the tokens' 576 data bytes first (token r at r * 576) and
+// their 8-byte scale records after them (at page_block_size * 576 + r * 8); the padding after the records
+// is the caller's (the writer never touches it).
+struct Model1KvWriteParams {
+  const uint16_t* kv;          // [num_tokens, 512] bf16 bits, row stride kv_stride elements
+  const int* slot_mapping;     // [num_tokens] physical slot = block * page_block_size + offset; -1 skips
+  uint8_t* cache;              // num_blocks pages of page_block_size tokens, block stride cache_block_stride
+  long long kv_stride;         // elements between tokens of kv
+  long long cache_block_stride;  // bytes between pages: >= page_block_size * 584, a multiple of 16
+  int num_tokens;
+  int page_block_size;
+  int num_slots;               // num_blocks * page_block_size: slots outside [0, num_slots) are skipped
+  int pad0;
+};
+
 // Simple fp32 GPU reference (one CTA per output row), used by the tests to check large shapes fully.
 struct RefParams {
   const void* q;               // [b, s_q, h_q, 576] contiguous
@@ -250,6 +266,8 @@ struct SparseRefParams {
   M(T, lse_stride_b) M(T, lse_stride_h) M(T, lse_stride_s) M(T, chunk_stride) M(T, b) M(T, s_q) M(T, h_q)           \
   M(T, ranks) M(T, o_first) M(T, o_count) M(T, heads_per_chunk)
 #define MLA_OFFSETS_FP8W(T, M)                                                                            \
+  M(T, kv) M(T, slot_mapping) M(T, cache) M(T, kv_stride) M(T, cache_block_stride) M(T, num_tokens) M(T, page_block_size) M(T, num_slots)
+#define MLA_OFFSETS_MODEL1W(T, M)                                                                         \
   M(T, kv) M(T, slot_mapping) M(T, cache) M(T, kv_stride) M(T, cache_block_stride) M(T, num_tokens) M(T, page_block_size) M(T, num_slots)
 #define MLA_OFFSETS_REF(T, M)                                                                             \
   M(T, q) M(T, kv) M(T, block_table) M(T, cache_seqlens) M(T, out) M(T, lse) M(T, b) M(T, s_q) M(T, h_q) M(T, h_kv) M(T, max_blocks_per_seq) \

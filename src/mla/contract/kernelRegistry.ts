@@ -14,6 +14,7 @@ import {
   DcpMergeParamsStruct,
   DenseParamsStruct,
   Fp8KvWriteParamsStruct,
+  Model1KvWriteParamsStruct,
   RefParamsStruct,
   SchedParamsStruct,
   SparseParamsStruct,
@@ -73,6 +74,7 @@ export const KERNEL_REGISTRY = Object.freeze({
   dcp_merge_bf16: { cubin: "dcp_merge", symbol: "mla_dcp_merge_bf16", params: { struct: DcpMergeParamsStruct, table: "dcp_merge_params_layout" }, threads: 256, clusterX: 1, facts: false },
   dcp_merge_fp16: { cubin: "dcp_merge", symbol: "mla_dcp_merge_fp16", params: { struct: DcpMergeParamsStruct, table: "dcp_merge_params_layout" }, threads: 256, clusterX: 1, facts: false },
   fp8_kv_write: { cubin: "fp8_kv_writer", symbol: "fp8_kv_write_v32", params: { struct: Fp8KvWriteParamsStruct, table: "fp8_kv_write_params_layout" }, threads: 256, clusterX: 1, facts: false },
+  fp8_kv_write_model1: { cubin: "fp8_kv_writer_model1", symbol: "fp8_kv_write_model1", params: { struct: Model1KvWriteParamsStruct, table: "model1_kv_write_params_layout" }, threads: 256, clusterX: 1, facts: false },
   dense_reference_fp32: { cubin: "reference_fp32", symbol: "mla_dense_reference_fp32", params: { struct: RefParamsStruct, table: "ref_params_layout" }, threads: 256, clusterX: 1, facts: false },
   sparse_reference_fp32: { cubin: "reference_fp32", symbol: "mla_sparse_reference_fp32", params: { struct: SparseRefParamsStruct, table: "sparse_ref_params_layout" }, threads: 256, clusterX: 1, facts: false },
 } satisfies Record<string, KernelRow>);

@@ -129,7 +129,8 @@ export const DcpMergeParamsStruct = new CStruct("DcpMergeParams", [
   ["pad0", "i32"],
 ] as const);
 
-export const Fp8KvWriteParamsStruct = new CStruct("Fp8KvWriteParams", [
+/** The fields both KV cache writers take (Fp8KvWriteParams and Model1KvWriteParams in params.h). */
+const KV_WRITE_FIELDS = [
   ["kv", "ptr"],
   ["slot_mapping", "ptr"],
   ["cache", "ptr"],
@@ -139,7 +140,13 @@ export const Fp8KvWriteParamsStruct = new CStruct("Fp8KvWriteParams", [
   ["page_block_size", "i32"],
   ["num_slots", "i32"],
   ["pad0", "i32"],
-] as const);
+] as const;
+
+/** The V32 writer's: 656-byte tokens, each row's scales inside it. */
+export const Fp8KvWriteParamsStruct = new CStruct("Fp8KvWriteParams", KV_WRITE_FIELDS);
+
+/** The MODEL1 writer's: 584-byte tokens, the scale records in the page's footer. */
+export const Model1KvWriteParamsStruct = new CStruct("Model1KvWriteParams", KV_WRITE_FIELDS);
 
 export const RefParamsStruct = new CStruct("RefParams", [
   ["q", "ptr"],
