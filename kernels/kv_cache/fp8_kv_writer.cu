@@ -4,6 +4,7 @@
 // rounding), and q = e4m3(x / s) with round-to-nearest-even (exact division: s is a power of two).
 #include "../common/ptx.cuh"
 #include "../mla/params.h"
+#include "lane_row.cuh"
 
 namespace {
 
@@ -23,8 +24,6 @@ __device__ __forceinline__ float tile_scale(float amax) {
   return p;
 }
 
-__device__ __forceinline__ float bf16_bits_to_f32(uint32_t bits) { return __uint_as_float(bits << 16); }
-
 }  // namespace
 
 MLA_EXPORT_LAYOUT(fp8_kv_write_params_layout, mla::Fp8KvWriteParams, MLA_OFFSETS_FP8W)
@@ -39,28 +38,10 @@ extern "C" __global__ void __launch_bounds__(256) fp8_kv_write_v32(const __grid_
   if (slot < 0 || slot >= p.num_slots) return;  // -1 (and anything outside the cache) writes nothing
 
   const uint16_t* src = p.kv + token * p.kv_stride;
-  const uint4 raw0 = *reinterpret_cast<const uint4*>(src + lane * 16);
-  const uint4 raw1 = *reinterpret_cast<const uint4*>(src + lane * 16 + 8);
-  const uint32_t words[8] = {raw0.x, raw0.y, raw0.z, raw0.w, raw1.x, raw1.y, raw1.z, raw1.w};
-  float x[16];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    x[2 * i] = bf16_bits_to_f32(words[i] & 0xFFFFu);
-    x[2 * i + 1] = bf16_bits_to_f32(words[i] >> 16);
-  }
-  // amax over the tile: 8 lanes x 16 values. A NaN anywhere must win, so propagate it explicitly.
-  float amax = 0.0f;
-  bool has_nan = false;
-#pragma unroll
-  for (int i = 0; i < 16; ++i) {
-    has_nan |= isnan(x[i]);
-    amax = fmaxf(amax, fabsf(x[i]));
-  }
-#pragma unroll
-  for (int off = 1; off < 8; off <<= 1) {
-    amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, off));
-    has_nan |= __shfl_xor_sync(0xFFFFFFFFu, has_nan ? 1 : 0, off) != 0;
-  }
+  const kv_writer::LaneRow v = kv_writer::load_lane_row(src + lane * kv_writer::DIMS_PER_LANE);
+  const float* x = v.x;
+  bool has_nan;
+  const float amax = kv_writer::tile_amax<8>(v.x, has_nan);  // tile l/8: 8 lanes x 16 values
   const float s = tile_scale(has_nan ? __int_as_float(0x7FC00000) : amax);
   const float inv = 1.0f / s;  // exact: s is a power of two (or NaN / inf)
 

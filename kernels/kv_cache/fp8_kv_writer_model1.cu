@@ -7,6 +7,7 @@
 // scale record (7 e8m0 bytes, pad byte 0) at page + page_block_size * 576 + r * 8.
 #include "../common/ptx.cuh"
 #include "../mla/params.h"
+#include "lane_row.cuh"
 
 namespace {
 
@@ -16,7 +17,7 @@ constexpr int D_QK = 512;
 constexpr int TILES = 7;
 constexpr int DATA_BYTES = 576;    // 448 e4m3 codes + 64 bf16 RoPE values
 constexpr int RECORD_BYTES = 8;    // 7 e8m0 scales + 1 pad byte
-constexpr int DIMS_PER_LANE = 16;  // one warp per token: 32 lanes x 16 dims = 512
+constexpr int DIMS_PER_LANE = kv_writer::DIMS_PER_LANE;  // one warp per token: 32 lanes x 16 dims = 512
 constexpr int LANES_PER_TILE = 64 / DIMS_PER_LANE;
 constexpr int NOPE_LANES = D_NOPE / DIMS_PER_LANE;  // lanes 0..27 quantize, 28..31 copy RoPE
 constexpr float E4M3_MAX = 448.0f;
@@ -56,33 +57,13 @@ extern "C" __global__ void __launch_bounds__(256) fp8_kv_write_model1(const __gr
   const int slot = p.slot_mapping[token];
   if (slot < 0 || slot >= p.num_slots) return;  // -1 (and anything outside the cache) writes nothing
 
-  const uint16_t* src = p.kv + token * p.kv_stride + lane * DIMS_PER_LANE;
-  const uint4 raw0 = *reinterpret_cast<const uint4*>(src);
-  const uint4 raw1 = *reinterpret_cast<const uint4*>(src + 8);
+  const kv_writer::LaneRow v = kv_writer::load_lane_row(p.kv + token * p.kv_stride + lane * DIMS_PER_LANE);
   const long long page = slot / p.page_block_size, row = slot % p.page_block_size;
   uint8_t* const page_base = p.cache + page * p.cache_block_stride;
   uint8_t* const data = page_base + row * DATA_BYTES;
 
-  const uint32_t words[8] = {raw0.x, raw0.y, raw0.z, raw0.w, raw1.x, raw1.y, raw1.z, raw1.w};
-  float x[DIMS_PER_LANE];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    x[2 * i] = __uint_as_float(words[i] << 16);
-    x[2 * i + 1] = __uint_as_float(words[i] & 0xFFFF0000u);
-  }
-  // amax over the tile (4 lanes x 16 values); fmaxf drops NaN, so a NaN is tracked on its own.
-  float amax = 0.0f;
-  bool has_nan = false;
-#pragma unroll
-  for (int i = 0; i < DIMS_PER_LANE; ++i) {
-    has_nan |= isnan(x[i]);
-    amax = fmaxf(amax, fabsf(x[i]));
-  }
-#pragma unroll
-  for (int off = 1; off < LANES_PER_TILE; off <<= 1) {
-    amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, off));
-    has_nan |= __shfl_xor_sync(0xFFFFFFFFu, has_nan ? 1 : 0, off) != 0;
-  }
+  bool has_nan;
+  const float amax = kv_writer::tile_amax<LANES_PER_TILE>(v.x, has_nan);  // RoPE lanes compute one too, unused
   const uint32_t scale_byte = e8m0_scale_byte(amax, has_nan);
 
   // The scale record: the first lane of each tile holds its byte; lane 0 gathers the 7 of them.
@@ -99,16 +80,16 @@ extern "C" __global__ void __launch_bounds__(256) fp8_kv_write_model1(const __gr
     uint32_t q[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const uint32_t lo = ptx::cvt_e4m3x2_f32(x[4 * i + 1] * inv, x[4 * i] * inv);
-      const uint32_t hi = ptx::cvt_e4m3x2_f32(x[4 * i + 3] * inv, x[4 * i + 2] * inv);
+      const uint32_t lo = ptx::cvt_e4m3x2_f32(v.x[4 * i + 1] * inv, v.x[4 * i] * inv);
+      const uint32_t hi = ptx::cvt_e4m3x2_f32(v.x[4 * i + 3] * inv, v.x[4 * i + 2] * inv);
       q[i] = lo | (hi << 16);
     }
     // 576, the page base and the block stride (checked on the host) are multiples of 16: aligned stores.
     *reinterpret_cast<uint4*>(data + lane * DIMS_PER_LANE) = make_uint4(q[0], q[1], q[2], q[3]);
   } else {
     uint4* rope = reinterpret_cast<uint4*>(data + D_NOPE + (lane - NOPE_LANES) * 2 * DIMS_PER_LANE);
-    rope[0] = raw0;
-    rope[1] = raw1;
+    rope[0] = v.raw0;
+    rope[1] = v.raw1;
   }
   if (lane == 0) {
     // page_block_size * 576 + row * 8 is a multiple of 8.

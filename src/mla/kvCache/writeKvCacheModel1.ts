@@ -80,7 +80,7 @@ export function validateWriteKvCacheModel1Args(args: WriteKvCacheModel1Args, req
  * token's 576 data bytes and its 8-byte scale record (pad byte 0) and nothing else: a page's padding and
  * the slots no token goes to keep their bytes (allocate and clear pages before use). Slots outside
  * [0, num_blocks · page_block_size) (-1 by convention) are skipped; two tokens given one slot race.
- * @example writeKvCacheModel1({ kv, slotMapping, cache: flat.view([n, 64, 1, 584], [37440, 584, 584, 1]) })
+ * @example writeKvCacheModel1({ kv, slotMapping, cache: flat.view([numBlocks, 64, 1, 584], [37440, 584, 584, 1]) })
  */
 export function writeKvCacheModel1(args: WriteKvCacheModel1Args): void {
   const { kv, slots, cache, pageBlockSize, blockStrideBytes } = validateWriteKvCacheModel1Args(args);
