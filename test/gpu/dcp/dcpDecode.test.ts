@@ -123,9 +123,9 @@ describeGpu("decode context parallelism on one GPU (virtual ranks)", () => {
           asHeads.forEach((v, i) => ((sum[i] += v), (sumAbs[i] += Math.abs(v))));
           own.dispose(), term.dispose(), lse.dispose();
         }
-        // Each term is rounded to bf16 (half an ulp, 2^-9 relative), so the sum may be off by
-        // 2^-9 · Σ_r |term_r|: with terms of both signs, far more than 2^-9 of the sum.
-        const off = [...sum.keys()].filter((i) => !(Math.abs(sum[i] - merged.out[i]) <= (2 ** -9 + 1e-5) * sumAbs[i] + 1e-6));
+        // Each term is rounded to bf16 (half an ulp: up to 2^-8 of the value, 8 significant bits), so the
+        // sum may be off by 2^-8 · Σ_r |term_r|: with terms of both signs, far more than 2^-8 of the sum.
+        const off = [...sum.keys()].filter((i) => !(Math.abs(sum[i] - merged.out[i]) <= (2 ** -8 + 1e-5) * sumAbs[i] + 1e-6));
         assert.equal(off.length, 0, `Σ terms (${layout}) beyond the rounding of its terms at ${off.length} elements, first ${off[0]}: ${sum[off[0]]} vs ${merged.out[off[0]]}`);
       }
     } finally {

@@ -97,7 +97,7 @@ describeGpu("writeKvCacheModel1() on the GPU", () => {
     const flat = Tensor.emptyDevice([2 * 1728 + 16], "u8");
     const cache = flat.view([2, 2, 1, 584], [1728, 584, 584, 1]);
     const threeSlots = Tensor.toDevice(Tensor.fromHost(Int32Array.of(0, 1, 2), [3], "i32"));
-    const W = "writeKvCacheModel1(): argument";
+    const W = "writeKvCacheModel1\\(\\): argument"; // a RegExp source: the parentheses escaped
     const cases: Array<[string, () => void, RegExp]> = [
       ["kv on the host", () => writeKvCacheModel1({ kv: kv.toHost(), slotMapping, cache }), new RegExp(`^${W} 'kv': expected a CUDA tensor, got a cpu tensor`)],
       ["cache on the host", () => writeKvCacheModel1({ kv, slotMapping, cache: Tensor.zerosHost([2, 2, 1, 584], "u8") }), new RegExp(`^${W} 'cache': expected a CUDA tensor`)],
