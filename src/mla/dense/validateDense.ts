@@ -4,6 +4,7 @@ import type { FlashMlaWithKvcacheArgs } from "../args.js";
 import { checkSameDevice, checkScalar, checkStream, checkTensor } from "../checkTensor.js";
 import { DENSE_PAGE_BLOCK_SIZE, D_QK, D_V, MAX_GRID_YZ } from "../contract/shape.js";
 import { MlaSchedMeta } from "../sched/MlaSchedMeta.js";
+import { refuseV4Args } from "../sparse/validateSparse.js";
 
 const FN = "flashMlaWithKvcache";
 
@@ -36,6 +37,7 @@ export interface DenseCall extends DenseShape {
  */
 export function validateDenseArgs(a: FlashMlaWithKvcacheArgs, requireCuda = true, fn = FN): DenseCall {
   if (a === null || typeof a !== "object") throw new ArgumentError(fn, "args", "an options object", formatGot(a));
+  refuseV4Args(a, fn);
   // Only a boolean: FlashMLA's Python reads any falsy value as false, which would hide a mistyped flag.
   if (a.isFp8Kvcache !== undefined && typeof a.isFp8Kvcache !== "boolean") throw new ArgumentError(fn, "isFp8Kvcache", "a boolean or undefined", formatGot(a.isFp8Kvcache));
   if (a.indices !== undefined || a.isFp8Kvcache || a.topkLength !== undefined || a.attnSink !== undefined) {

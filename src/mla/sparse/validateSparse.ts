@@ -42,6 +42,22 @@ export interface SparseCall extends SparseShape {
 }
 
 /**
+ * DeepSeek-V4's arguments (the second cache, the MODEL1 head): mlaDecodeReference and writeKvCacheModel1
+ * have them, the GPU decode kernels not yet. Refused by name on either path, never ignored: a dropped
+ * second cache would be a silently wrong softmax.
+ */
+export function refuseV4Args(a: FlashMlaWithKvcacheArgs, fn: string): void {
+  const v4 = "DeepSeek-V4's second cache and MODEL1 format are in mlaDecodeReference and writeKvCacheModel1, not yet in the GPU decode";
+  for (const name of ["extraKCache", "extraIndices", "extraTopkLength"] as const) {
+    const given = (a as unknown as Record<string, unknown>)[name];
+    if (given !== undefined) throw new ArgumentError(fn, name, `undefined (${v4})`, describe(given));
+  }
+  if (a.q instanceof Tensor && a.q.rank === 4 && a.q.shape[3] === 512) {
+    throw new ArgumentError(fn, "q", `d_qk = ${D_QK}, DeepSeek-V3's head (${v4})`, `512 (shape ${formatShape(a.q.shape)})`);
+  }
+}
+
+/**
  * Checks every argument of a sparse FP8 `flashMlaWithKvcache` call (FlashMLA's sparse checks, plus
  * ours) before anything touches the GPU, and throws `ArgumentError` naming the argument, what was
  * expected and what was given. Tensor contents are not read (that would sync with the GPU): index
@@ -63,6 +79,7 @@ export function validateSparseArgs(a: FlashMlaWithKvcacheArgs, requireCuda = tru
   if (a.causal !== undefined && a.causal !== false) {
     throw new ArgumentError(FN, "causal", `false or undefined ${path} (the indices choose the keys)`, describe(a.causal));
   }
+  refuseV4Args(a, FN);
   if (a.blockTable !== undefined) {
     throw new ArgumentError(FN, "blockTable", `undefined ${path} (indices are physical token ids, block · page_block_size + offset)`, describe(a.blockTable));
   }

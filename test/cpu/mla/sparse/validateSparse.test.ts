@@ -237,3 +237,12 @@ test("a forced plan is refused where the head count does not fit it, naming the 
   assert.doesNotThrow(() => checkPlanFitsHeads("f", "h128x", 128));
   for (const h_q of [8, 16]) assert.doesNotThrow(() => checkPlanFitsHeads("f", "h16x", h_q));
 });
+
+test("DeepSeek-V4's arguments are refused by name, not ignored, until its GPU decode exists", () => {
+  const extra = Tensor.zerosHost([1, 64, 1, 584], "u8");
+  rejects({ extraKCache: extra } as Over, "extraKCache", /expected undefined \(DeepSeek-V4's second cache.*mlaDecodeReference/);
+  rejects({ extraIndices: Tensor.zerosHost([B, S_Q, 8], "i32") } as Over, "extraIndices", /not yet in the GPU decode/);
+  rejects({ extraTopkLength: Tensor.zerosHost([B], "i32") } as Over, "extraTopkLength", /not yet in the GPU decode/);
+  rejects({ q: Tensor.zerosHost([B, S_Q, H_Q, 512], "bf16") }, "q", /d_qk = 576, DeepSeek-V3's head.*got 512/);
+  assert.throws(() => validateDenseArgs({ ...args(), indices: undefined, isFp8Kvcache: undefined, extraKCache: extra } as FlashMlaWithKvcacheArgs, false), /argument 'extraKCache'/);
+});
