@@ -8,11 +8,14 @@ import type { Device } from "../runtime/Device.js";
 import type { Stream } from "../runtime/Stream.js";
 import { Tensor } from "../runtime/Tensor.js";
 import { makeGpuDenseCase } from "../testing/gpuDenseCase.js";
+import { makeGpuSparseCase, type GpuSparseCase } from "../testing/gpuSparseCase.js";
+import { FP8_TOKEN_BYTES } from "../numeric/kvCacheFp8.js";
+import type { Kernel } from "../runtime/Kernel.js";
 import { benchSpinKernel } from "./benchSpin.js";
 import { timeGpuCalls } from "./timeGpuCalls.js";
 import { timingStats, type TimingStats } from "./timingStats.js";
 
-/** A decode-context-parallel bench case: one dense decode step's layer split over N ranks. */
+/** A decode-context-parallel bench case: one decode step's layer split over N ranks. */
 export interface DcpBenchCase {
   name: string;
   b: number;
@@ -21,12 +24,17 @@ export interface DcpBenchCase {
   /** Global tokens per request. */
   s_k: number;
   causal: boolean;
+  /** Sparse FP8 decode (V3.2 cache, 64-token pages) with this many index entries per query token. */
+  topk?: number;
 }
 
 /** The case DCP is for: a batch of long requests whose cache one GPU holds with difficulty. */
 export const DCP_BENCH_CASES: readonly DcpBenchCase[] = Object.freeze([
   { name: "dcp-long", b: 16, h_q: 128, s_q: 1, s_k: 131072, causal: false },
   { name: "dcp-long-mtp", b: 16, h_q: 128, s_q: 2, s_k: 131072, causal: true },
+  // sparse-v32's shape: a rank holds 1/N of the pages, so 1/N of each row's entries; it still walks all
+  // topk of them (the others are -1). What DCP buys sparse decode is the cache's memory.
+  { name: "dcp-sparse", b: 128, h_q: 128, s_q: 2, s_k: 32768, causal: false, topk: 2048 },
 ]);
 
 /**
@@ -40,6 +48,9 @@ export interface DcpCommModel {
   busGBs: number;
 }
 export const DCP_COMM_MODEL: DcpCommModel = Object.freeze({ latencyUs: 10, busGBs: 360 });
+
+/** Page size of the sparse case's cache (the benchmark's sparse cases use 64). */
+const SPARSE_PAGE = 64;
 
 /** One rank count of a DCP bench case. */
 export interface DcpBenchRow {
@@ -88,44 +99,87 @@ export function runDcpBench(c: DcpBenchCase, opts: DcpBenchOptions): DcpBenchRow
   const spin = benchSpinKernel(opts.device.ordinal);
   const rows: DcpBenchRow[] = [];
   let baseUs = 0;
-  for (const ranks of opts.ranks ?? [1, 2, 4, 8]) {
-    const localTokens = Math.ceil(c.s_k / ranks);
-    const gc = makeGpuDenseCase({ b: c.b, s_q: c.s_q, h_q: c.h_q, h_kv: 1, seqlens: Array(c.b).fill(localTokens), causal: c.causal, dtype: "bf16" }, { seed: opts.seed ?? 1, stream });
-    const meta = getMlaMetadata();
-    const outs: Tensor[] = [];
-    try {
-      stream.synchronize();
-      const out = Tensor.emptyDevice([c.b, c.s_q, c.h_q, D_V], "bf16", opts.device.ordinal);
-      const lse = Tensor.emptyDevice([c.b, c.h_q, c.s_q], "f32", opts.device.ordinal);
-      outs.push(out, lse);
-      const decode = () => void flashMlaWithKvcache({ q: gc.q, kCache: gc.kCache, blockTable: gc.blockTable, cacheSeqlens: gc.cacheSeqlens, headDimV: D_V, schedMeta: meta, causal: c.causal, softmaxScale: gc.softmaxScale, stream, out, lse });
-      const decodeUs = timingStats(timeGpuCalls([decode], { stream, iters, spin }).samplesUs);
-      let mergeUs: TimingStats | undefined;
-      if (ranks > 1) {
-        const parts = mergeInputs(c, ranks, opts.device.ordinal, opts.seed ?? 1);
-        outs.push(parts.outParts, parts.lseParts);
-        const mOut = Tensor.emptyDevice([c.b, c.s_q, c.h_q, D_V], "bf16", opts.device.ordinal);
-        const mLse = Tensor.emptyDevice([c.b, c.h_q, c.s_q], "f32", opts.device.ordinal);
-        outs.push(mOut, mLse);
-        const merge = () => void dcpMerge({ ...parts, out: mOut, lse: mLse, stream });
-        mergeUs = timingStats(timeGpuCalls([merge], { stream, iters, spin }).samplesUs);
-      }
+  const sparse = c.topk !== undefined ? makeGpuSparseCase({ b: c.b, s_q: c.s_q, h_q: c.h_q, topk: c.topk, seqlens: Array(c.b).fill(c.s_k), pageBlockSize: SPARSE_PAGE, withSink: false, withTopkLength: false }, { seed: opts.seed ?? 1, stream }) : undefined;
+  try {
+    for (const ranks of opts.ranks ?? [1, 2, 4, 8]) {
+      const row = sparse === undefined ? denseRow(c, ranks, opts, spin, iters) : sparseRow(c, sparse, ranks, opts, spin, iters);
       const outBytes = c.b * c.s_q * c.h_q * D_V * 2, lseBytes = c.b * c.h_q * c.s_q * 4;
       const wire = (bytes: number) => (ranks === 1 ? 0 : comm.latencyUs + (bytes * (ranks - 1)) / ranks / (comm.busGBs * 1e3));
       // All-gather: every rank receives the others' out and lse. Reduce-scatter: the lse gathered, then a
       // reduce-scatter whose bus traffic is (N - 1)/N of one output.
       const commUs = { allGather: wire(ranks * (outBytes + lseBytes)), reduceScatter: wire(ranks * lseBytes) + wire(outBytes) };
-      const stepUs = decodeUs.median + (mergeUs?.median ?? 0) + commUs.allGather;
-      if (ranks === 1) baseUs = decodeUs.median;
-      const kvBytes = c.b * localTokens * D_QK * 2;
-      rows.push({ ranks, localTokens, decodeUs, mergeUs, commUs, stepUs, speedup: baseUs / stepUs, floorUs: kvBytes / (readGBs * 1e3) + commUs.reduceScatter, kvBytes });
-    } finally {
-      outs.forEach((t) => t.dispose());
-      meta.dispose();
-      gc.dispose();
+      const stepUs = row.decodeUs.median + (row.mergeUs?.median ?? 0) + commUs.allGather;
+      if (ranks === 1) baseUs = row.decodeUs.median;
+      rows.push({ ranks, ...row, commUs, stepUs, speedup: baseUs / stepUs, floorUs: row.kvBytes / (readGBs * 1e3) + commUs.reduceScatter });
     }
+  } finally {
+    sparse?.dispose();
   }
   return rows;
+}
+
+type MeasuredRow = Pick<DcpBenchRow, "localTokens" | "decodeUs" | "mergeUs" | "kvBytes">;
+
+/** One rank of N on a dense case: its decode of ceil(s_k / N) tokens per request, and the N-part merge. */
+function denseRow(c: DcpBenchCase, ranks: number, opts: DcpBenchOptions, spin: Kernel, iters: number): MeasuredRow {
+  const { stream } = opts;
+  const localTokens = Math.ceil(c.s_k / ranks);
+  const gc = makeGpuDenseCase({ b: c.b, s_q: c.s_q, h_q: c.h_q, h_kv: 1, seqlens: Array(c.b).fill(localTokens), causal: c.causal, dtype: "bf16" }, { seed: opts.seed ?? 1, stream });
+  const meta = getMlaMetadata();
+  const owned: Tensor[] = [];
+  try {
+    stream.synchronize();
+    const out = own(owned, Tensor.emptyDevice([c.b, c.s_q, c.h_q, D_V], "bf16", opts.device.ordinal));
+    const lse = own(owned, Tensor.emptyDevice([c.b, c.h_q, c.s_q], "f32", opts.device.ordinal));
+    const decode = () => void flashMlaWithKvcache({ q: gc.q, kCache: gc.kCache, blockTable: gc.blockTable, cacheSeqlens: gc.cacheSeqlens, headDimV: D_V, schedMeta: meta, causal: c.causal, softmaxScale: gc.softmaxScale, stream, out, lse });
+    const decodeUs = timingStats(timeGpuCalls([decode], { stream, iters, spin }).samplesUs);
+    return { localTokens, decodeUs, mergeUs: timeMerge(c, ranks, opts, spin, iters, owned), kvBytes: c.b * localTokens * D_QK * 2 };
+  } finally {
+    owned.forEach((t) => t.dispose());
+    meta.dispose();
+    gc.dispose();
+  }
+}
+
+/**
+ * One rank of N on a sparse case: the whole cache stays in place and rank 0 keeps the index entries of
+ * the pages a round-robin deal gives it (page % N = 0), the others -1: the entries, tokens and bytes one
+ * rank of N reads, without copying the cache.
+ */
+function sparseRow(c: DcpBenchCase, sc: GpuSparseCase, ranks: number, opts: DcpBenchOptions, spin: Kernel, iters: number): MeasuredRow {
+  const { stream } = opts;
+  const mine = sc.indicesHost.map((id) => (id >= 0 && Math.floor(id / SPARSE_PAGE) % ranks === 0 ? id : -1));
+  const owned: Tensor[] = [];
+  const meta = getMlaMetadata();
+  try {
+    const indices = own(owned, Tensor.toDevice(Tensor.fromHost(mine, [c.b, c.s_q, c.topk!], "i32"), opts.device.ordinal));
+    const out = own(owned, Tensor.emptyDevice([c.b, c.s_q, c.h_q, D_V], "bf16", opts.device.ordinal));
+    const lse = own(owned, Tensor.emptyDevice([c.b, c.h_q, c.s_q], "f32", opts.device.ordinal));
+    const decode = () => void flashMlaWithKvcache({ q: sc.q, kCache: sc.kCache, indices, isFp8Kvcache: true, headDimV: D_V, schedMeta: meta, softmaxScale: sc.softmaxScale, stream, out, lse });
+    const decodeUs = timingStats(timeGpuCalls([decode], { stream, iters, spin }).samplesUs);
+    const unique = new Set(Array.from(mine).filter((id) => id >= 0)).size;
+    return { localTokens: Math.ceil(c.s_k / ranks), decodeUs, mergeUs: timeMerge(c, ranks, opts, spin, iters, owned), kvBytes: unique * FP8_TOKEN_BYTES };
+  } finally {
+    owned.forEach((t) => t.dispose());
+    meta.dispose();
+  }
+}
+
+/** The all-gather form's merge of N parts of the case's shape (random parts), timed; undefined at N = 1. */
+function timeMerge(c: DcpBenchCase, ranks: number, opts: DcpBenchOptions, spin: Kernel, iters: number, owned: Tensor[]): TimingStats | undefined {
+  if (ranks === 1) return undefined;
+  const { stream } = opts;
+  const parts = mergeInputs(c, ranks, opts.device.ordinal, opts.seed ?? 1);
+  owned.push(parts.outParts, parts.lseParts);
+  const out = own(owned, Tensor.emptyDevice([c.b, c.s_q, c.h_q, D_V], "bf16", opts.device.ordinal));
+  const lse = own(owned, Tensor.emptyDevice([c.b, c.h_q, c.s_q], "f32", opts.device.ordinal));
+  const merge = () => void dcpMerge({ ...parts, out, lse, stream });
+  return timingStats(timeGpuCalls([merge], { stream, iters, spin }).samplesUs);
+}
+
+function own<T extends Tensor>(owned: Tensor[], t: T): T {
+  owned.push(t);
+  return t;
 }
 
 /** N ranks' outputs and lse of the case's shape, random (finite, a few empty rows). */
