@@ -44,9 +44,10 @@ Examples:
     $ flashmla dcp-bench --json bench/results/dcp-h200.json
 
 Cases:
-${DCP_BENCH_CASES.map((c) => `  ${c.name.padEnd(14)} b=${c.b} h_q=${c.h_q} s_q=${c.s_q} s_k=${c.s_k}${c.causal ? " causal" : ""}`).join("\n")}
+${DCP_BENCH_CASES.map((c) => `  ${c.name.padEnd(14)} ${caseShape(c)}`).join("\n")}
 Each rank count N runs, on this one GPU, what one rank of N runs: flashMlaWithKvcache on its shard of
-every request (ceil(s_k / N) tokens; measured), and for N > 1 the merge of the N partial outputs
+every request (ceil(s_k / N) tokens; sparse: the index entries of its 1/N of the pages, the others -1;
+measured), and for N > 1 the merge of the N partial outputs
 (dcpMerge; measured). CUDA events, median of --iters. The collectives between ranks are modeled, not
 measured: each costs ${DCP_COMM_MODEL.latencyUs} µs plus its bytes at ${DCP_COMM_MODEL.busGBs} GB/s bus bandwidth (assumed H200 NVLink figures).
 step = decode + merge + all-gather; speed-up = the one-rank decode over step; floor = one rank's KV
@@ -130,7 +131,7 @@ export function dcpBenchText(record: DcpBenchRecord, colors: CliIo["colors"]): s
       fmt(r.floorUs, 1),
     ]);
   }
-  const title = `${colors.bold(`flashmla dcp-bench: ${c.name}`)} (b=${c.b} h_q=${c.h_q} s_q=${c.s_q} s_k=${c.s_k}${c.causal ? " causal" : ""}) on ${gpu.name} (${gpu.smCount} SMs, driver ${gpu.driverVersion})`;
+  const title = `${colors.bold(`flashmla dcp-bench: ${c.name}`)} (${caseShape(c)}) on ${gpu.name} (${gpu.smCount} SMs, driver ${gpu.driverVersion})`;
   const note = `communication is modeled on one GPU (${commModel.latencyUs} µs latency + bytes at ${commModel.busGBs} GB/s bus bandwidth per collective); the two-GPU run measures it`;
   return `${title}\n${t.toString()}\n${colors.dim(note)}\n`;
 }
@@ -146,4 +147,9 @@ function rankList(value: string): number[] {
 function writeRecord(file: string, record: DcpBenchRecord): void {
   mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
   writeFileSync(file, `${JSON.stringify(record, null, 2)}\n`);
+}
+
+/** "b=16 h_q=128 s_q=2 s_k=131072 causal", with the sparse cases' topk. */
+function caseShape(c: DcpBenchCase): string {
+  return `b=${c.b} h_q=${c.h_q} s_q=${c.s_q} s_k=${c.s_k}${c.topk !== undefined ? ` topk=${c.topk} sparse FP8` : ""}${c.causal ? " causal" : ""}`;
 }

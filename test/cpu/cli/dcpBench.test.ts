@@ -30,7 +30,7 @@ test("flashmla dcp-bench checks its command line before looking for a GPU (exit 
   let probed = false;
   const probeGpu = () => ((probed = true), NO_GPU.probeGpu());
   const cases: Array<[string[], RegExp]> = [
-    [["--case", "dcp-lng"], /^flashmla dcp-bench: option '--case <name>' argument 'dcp-lng' is invalid\. Allowed choices are dcp-long, dcp-long-mtp \(run flashmla dcp-bench --help\)\n$/],
+    [["--case", "dcp-lng"], /^flashmla dcp-bench: option '--case <name>' argument 'dcp-lng' is invalid\. Allowed choices are dcp-long, dcp-long-mtp, dcp-sparse \(run flashmla dcp-bench --help\)\n$/],
     [["--ranks", "1,0"], /argument '1,0' is invalid\. expected comma-separated integers >= 1, e\.g\. 1,2,4,8/],
     [["--ranks", "1,two"], /expected comma-separated integers >= 1/],
     [["--ranks", "1,,2"], /expected comma-separated integers >= 1/],
@@ -72,8 +72,8 @@ test("flashmla dcp-bench --help shows the options, their defaults, the cases, th
   // The options' column wraps with the terminal's width: compare with the white space collapsed.
   const help = r.out.replace(/\s+/g, " ");
   for (const s of [
-    "--case <name>", '(choices: "dcp-long", "dcp-long-mtp", default: "dcp-long")', "--ranks <list>", "(default: 1,2,4,8)", "--iters <n>", "(default: 40)", "--json <file>",
-    "Examples:", "$ flashmla dcp-bench --case dcp-long-mtp --ranks 1,2,4 --iters 100", "dcp-long b=16 h_q=128 s_q=1 s_k=131072", "dcp-long-mtp b=16 h_q=128 s_q=2 s_k=131072 causal",
+    "--case <name>", '(choices: "dcp-long", "dcp-long-mtp", "dcp-sparse", default: "dcp-long")', "--ranks <list>", "(default: 1,2,4,8)", "--iters <n>", "(default: 40)", "--json <file>",
+    "Examples:", "$ flashmla dcp-bench --case dcp-long-mtp --ranks 1,2,4 --iters 100", "dcp-long b=16 h_q=128 s_q=1 s_k=131072", "dcp-long-mtp b=16 h_q=128 s_q=2 s_k=131072 causal", "dcp-sparse b=128 h_q=128 s_q=2 s_k=32768 topk=2048 sparse FP8",
     `each costs ${DCP_COMM_MODEL.latencyUs} µs plus its bytes at ${DCP_COMM_MODEL.busGBs} GB/s bus bandwidth`, 'stdout is { "error": … }', "Exit status: 0 ok, 1 no GPU or a failure, 2 bad command line",
   ]) {
     assert.ok(help.includes(s), s);
