@@ -43,7 +43,7 @@ export interface Target {
 /** One named workload of the benchmark. */
 export interface BenchCase {
   name: string;
-  /** A family of cases named as one (the dense-grid, FlashMLA's performance grid). */
+  /** A family of cases named as one (dense-grid, FlashMLA's performance grid; long, the long contexts). */
   group?: string;
   kind: "dense" | "sparse";
   b: number;
@@ -93,10 +93,58 @@ for (const s_q of [1, 2]) {
   }
 }
 
+// Long contexts, few requests (issue 37), fixed lengths, h_kv 1. The anchors are FlashMLA 9241ae3 timed in
+// the same device call as ours with this harness (H200, whole call, median of 40); the first bar is its time.
+// --all runs them: long-b16-128k's input set is 16 · 131072 · 576 · 2 B = 2.4 GB, so runBenchCase rotates its
+// minimum of 4 sets (9.7 GB of a 141 GB H200, far past the L2), and its check copies ≤ 3 requests of 151 MB.
+const longCase = (
+  name: string,
+  shape: Pick<BenchCase, "b" | "h_q" | "s_q" | "causal"> & { s_k: number },
+  anchor: Anchor,
+  note: string,
+): BenchCase => ({
+  name,
+  group: "long",
+  kind: "dense",
+  b: shape.b,
+  h_q: shape.h_q,
+  h_kv: 1,
+  s_q: shape.s_q,
+  seqlens: { kind: "fixed", s_k: shape.s_k },
+  causal: shape.causal,
+  note,
+  anchor,
+  firstBar: atMost("timeUs", anchor.timeUs, `≤ ${anchor.timeUs} µs (FlashMLA)`),
+});
+const NEAR_RIDGE = "128 heads, s_q 1: ≈ 240 FLOP/B, just past the ridge (≈ 185): the KV read is ≈ 0.77 of the MMA time";
+const LONG_CASES: BenchCase[] = [
+  longCase("long-b16-16k", { b: 16, h_q: 128, s_q: 1, causal: false, s_k: 16384 }, { timeUs: 125.0, figure: tflops(584) }, NEAR_RIDGE),
+  longCase("long-b16-64k", { b: 16, h_q: 128, s_q: 1, causal: false, s_k: 65536 }, { timeUs: 440.9, figure: tflops(662) }, NEAR_RIDGE),
+  longCase("long-b16-128k", { b: 16, h_q: 128, s_q: 1, causal: false, s_k: 131072 }, { timeUs: 867.4, figure: tflops(673) }, NEAR_RIDGE),
+  longCase(
+    "long-b1-128k",
+    { b: 1, h_q: 128, s_q: 1, causal: false, s_k: 131072 },
+    { timeUs: 84.1, figure: tflops(434), extra: [gbPerS(1799)] },
+    "latency: one 128K request split over every SM; floors ≈ 48 µs of MMA, ≈ 36 µs of KV read, then the split-KV combine",
+  ),
+  longCase(
+    "long-b4-128k-mtp",
+    { b: 4, h_q: 128, s_q: 2, causal: true, s_k: 131072 },
+    { timeUs: 409.4, figure: tflops(713) },
+    "MTP on long requests: s_q 2 doubles the MMA per KV byte (≈ 480 FLOP/B), so compute binds",
+  ),
+  longCase(
+    "long-b32-64k-h16",
+    { b: 32, h_q: 16, s_q: 1, causal: false, s_k: 65536 },
+    { timeUs: 562.7, figure: gbPerS(4295) },
+    "TP-8 shard, long: ≈ 30 FLOP/B, memory-bound on 2.4 GB of KV read per call",
+  ),
+];
+
 /**
  * Every named benchmark case (`flashmla bench --list`), with FlashMLA's anchor and our targets;
- * dense-grid is expanded. Which roof binds is not written here: the cost model decides it
- * ({@link caseBound}), so every command gives the same answer.
+ * the dense-grid and long groups are expanded. Which roof binds is not written here: the cost model
+ * decides it ({@link caseBound}), so every command gives the same answer.
  */
 export const BENCH_CASES: readonly BenchCase[] = [
   {
@@ -254,7 +302,7 @@ export const BENCH_CASES: readonly BenchCase[] = [
     // Half of FlashMLA's sparse-v32-h64 time: padding 16 heads to 64 does 4× the MMA work.
     firstBar: atMost("timeUs", 112.5, "≤ ½ of FlashMLA's time at 64 heads (225 µs)"),
     goal: atLeast("cacheReadGbPerS", 3500, "≥ 3500 GB/s of FP8 cache read"),
-  },
+  },  ...LONG_CASES,
 ];
 
 /** The case named `name`, or undefined. */

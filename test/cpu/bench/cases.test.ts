@@ -33,6 +33,45 @@ test("BENCH_CASES holds every named case once, and the 16-case dense-grid", () =
   assert.ok(grid.every((c) => (c.s_q === 2) === (c.firstBar?.value === 711 && c.goal?.value === 750)));
 });
 
+test("BENCH_CASES holds the six long-context cases of issue 37 as the long group, FlashMLA's time their first bar", () => {
+  const long = BENCH_CASES.filter((c) => c.group === "long");
+  const shapes = long.map((c) => [c.name, c.b, c.h_q, c.h_kv, c.s_q, c.causal, c.seqlens.kind === "fixed" ? c.seqlens.s_k : c.seqlens.kind]);
+  assert.deepEqual(shapes, [
+    ["long-b16-16k", 16, 128, 1, 1, false, 16384],
+    ["long-b16-64k", 16, 128, 1, 1, false, 65536],
+    ["long-b16-128k", 16, 128, 1, 1, false, 131072],
+    ["long-b1-128k", 1, 128, 1, 1, false, 131072],
+    ["long-b4-128k-mtp", 4, 128, 1, 2, true, 131072],
+    ["long-b32-64k-h16", 32, 16, 1, 1, false, 65536],
+  ]);
+  // FlashMLA 9241ae3, timed in the same device call as ours (the issue's table).
+  assert.deepEqual(long.map((c) => c.anchor?.timeUs), [125.0, 440.9, 867.4, 84.1, 409.4, 562.7]);
+  for (const c of long) {
+    assert.equal(c.kind, "dense", c.name);
+    assert.deepEqual(c.firstBar, { metric: "timeUs", op: "<=", value: c.anchor?.timeUs, text: `≤ ${c.anchor?.timeUs} µs (FlashMLA)` }, c.name);
+    assert.ok((c.note ?? "") !== "" && !(c.note ?? "").includes("\n"), c.name);
+  }
+  assert.deepEqual([...new Set(BENCH_CASES.flatMap((c) => (c.group !== undefined ? [c.group] : [])))], ["dense-grid", "long"]);
+});
+
+test("the long cases' notes agree with the cost model on the measured H200 roofs", () => {
+  const measured = gpuCeilings(GPUS.h200).find((r) => r.label === "measured");
+  assert.ok(measured !== undefined);
+  const at = (name: string) => roofline(mlaCost(benchCaseShape(benchCaseByName(name)!)), measured);
+  // 128 heads at s_q = 1: ≈ 240 FLOP/B, just past the ridge, the KV read ≈ 0.77 of the MMA time.
+  for (const name of ["long-b16-16k", "long-b16-64k", "long-b16-128k", "long-b1-128k"]) {
+    const r = at(name);
+    assert.ok(Math.abs(r.intensity / 240 - 1) < 0.01 && r.intensity > measured.ridge && r.intensity < 1.35 * measured.ridge, name);
+    assert.ok(Math.abs(r.memoryUs / r.computeUs - 0.77) < 0.01, name);
+  }
+  assert.equal(Math.round(at("long-b1-128k").computeUs), 48);
+  assert.equal(Math.round((131072 * 1152) / (measured.gbPerS * 1e3)), 36);
+  assert.equal(Math.round(at("long-b4-128k-mtp").intensity / 10) * 10, 480);
+  assert.equal(Math.round(at("long-b32-64k-h16").intensity), 30);
+  assert.equal(at("long-b32-64k-h16").bound, "memory");
+  assert.match(benchCaseByName("long-b1-128k")!.note ?? "", /^latency/);
+});
+
 test("benchCaseByName() finds cases by exact name only", () => {
   assert.equal(benchCaseByName("dense-compute")?.b, 128);
   assert.equal(benchCaseByName("dense-grid-sq2-16k-causal")?.causal, true);
@@ -72,13 +111,14 @@ test("every FlashMLA anchor figure comes out of the formulas within rounding", (
       checked++;
     }
   }
-  assert.equal(checked, 11);
+  // 11 for the named cases, 6 + long-b1-128k's GB/s for the long group.
+  assert.equal(checked, 18);
 });
 
 test("caseBound() is the cost model's answer on the measured H200 roofs: dense-b1 is past the ridge, so compute", () => {
   const measured = gpuCeilings(GPUS.h200).find((r) => r.label === "measured");
   assert.ok(measured !== undefined);
-  const memory = new Set(["dense-mem-h16", "dense-mem-h64", "dense-uneven", "dense-short-h16", "sparse-h16"]);
+  const memory = new Set(["dense-mem-h16", "dense-mem-h64", "dense-uneven", "dense-short-h16", "sparse-h16", "long-b32-64k-h16"]);
   for (const c of BENCH_CASES) {
     assert.equal(caseBound(c, measured), memory.has(c.name) ? "memory" : "compute", c.name);
     assert.equal(caseBound(c, measured), roofline(mlaCost(benchCaseShape(c)), measured).bound, c.name);

@@ -42,9 +42,9 @@ test("flashmla bench checks its command line before looking for a GPU (exit 2)",
   assert.equal(probed, false);
 });
 
-test("flashmla bench accepts case lists, commas, the dense-grid family and the sparse cases before needing the GPU", async () => {
+test("flashmla bench accepts case lists, commas, the dense-grid and long families and the sparse cases before needing the GPU", async () => {
   for (const args of [
-    ["--case", "dense-b1", "dense-uneven"], ["--case", "dense-b1,dense-uneven"], ["--case", "dense-grid"], ["--all"],
+    ["--case", "dense-b1", "dense-uneven"], ["--case", "dense-b1,dense-uneven"], ["--case", "dense-grid"], ["--case", "long"], ["--all"],
     ["--case", "sparse-v32"], ["--case", "sparse-h16,dense-b1"],
   ]) {
     const r = await runCommand(registerBenchCommand, ["bench", ...args], NO_GPU);
@@ -68,6 +68,17 @@ test("flashmla bench --list names every case with the kernel that serves it and 
   assert.match(r.out, /sparse-v32 +sparse +sparse_h128x_bf16 /);
   assert.match(r.out, /sparse-v32-h64 +sparse +sparse_m64_bf16 /);
   assert.match(r.out, /sparse-h16 +sparse +sparse_h16x_bf16 +b=128 h_q=16 s_q=2 s_k 32768 topk 2048 +\(memory\)/);
+  // The long group (issue 37): all six, fixed lengths, none a headline case.
+  for (const line of [
+    /long-b16-16k +dense +\S+ +b=16 h_q=128 s_q=1 s_k 16384 +\(compute\)$/m,
+    /long-b16-64k +dense +\S+ +b=16 h_q=128 s_q=1 s_k 65536 +\(compute\)$/m,
+    /long-b16-128k +dense +\S+ +b=16 h_q=128 s_q=1 s_k 131072 +\(compute\)$/m,
+    /long-b1-128k +dense +\S+ +b=1 h_q=128 s_q=1 s_k 131072 +\(compute\)$/m,
+    /long-b4-128k-mtp +dense +\S+ +b=4 h_q=128 s_q=2 s_k 131072 causal +\(compute\)$/m,
+    /long-b32-64k-h16 +dense +\S+ +b=32 h_q=16 s_q=1 s_k 65536 +\(memory\)$/m,
+  ]) {
+    assert.match(r.out, line);
+  }
   assert.doesNotMatch(r.out, /--kernel|seesaw|sparse_v1|crossover_v/);
 });
 
