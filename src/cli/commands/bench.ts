@@ -69,8 +69,9 @@ Examples:
 
 The cases (--list shows each shape): FlashMLA's benchmark shapes at b = 128 (compute-bound at 128
 heads, memory-bound at 16 and 64, FlashMLA's 16-case dense grid), one 32K request (dense-b1), an
-uneven batch (dense-uneven), short contexts (dense-short-h16), and DeepSeek V3.2's sparse FP8 decode
-at 128, 64 and 16 heads (topk 2048, and 32768 for sparse-long-topk). Each carries FlashMLA's time on an
+uneven batch (dense-uneven), short contexts (dense-short-h16), DeepSeek V3.2's sparse FP8 decode
+at 128, 64 and 16 heads (topk 2048, and 32768 for sparse-long-topk), and long contexts of few requests
+(the long group: 16K-128K tokens, MTP, 16 heads). Each carries FlashMLA's time on an
 H200 under this harness and our targets (first bar, goal).
 Each case: ≥ 4 input sets built on the GPU (together well over the L2), warm-up, then the whole call
 (main kernel + combine) between CUDA events, median of --iters; its output is checked against the
@@ -93,7 +94,7 @@ export function registerBenchCommand(program: Command, deps: GpuCommandDeps = {}
   const cmd = program
     .command("bench")
     .description("Time named MLA decode cases on the GPU through flashMlaWithKvcache: µs, TFLOPS, GB/s, % of the measured ceiling, FlashMLA's figure, targets")
-    .addOption(new Option("--case <names...>", "cases to run (names from --list, comma-separated or repeated; dense-grid = its 16 cases)"))
+    .addOption(new Option("--case <names...>", "cases to run (names from --list, comma-separated or repeated; dense-grid = its 16 cases, long = its 6)"))
     .addOption(new Option("--all", "run every case"))
     .addOption(new Option("--iters <n>", "timed calls per case (median of these; at least 20)").argParser(intAtLeast(20)).default(40))
     .addOption(new Option("--seed <n>", "seed of the lengths, block tables and data").argParser(nonNegativeInteger).default(1))
