@@ -1,12 +1,13 @@
 import { optionsObject } from "../../errors/ArgumentError.js";
-import { bf16BitsToF32, f64ToBf16Bits } from "../../numeric/bf16.js";
+import { bf16BitsToF32, f32ToBf16Bits, f64ToBf16Bits } from "../../numeric/bf16.js";
 import { f64ToFp16Bits, fp16BitsToF32 } from "../../numeric/fp16.js";
 import { FP8_TOKEN_BYTES, dequantizeKvTokenV32 } from "../../numeric/kvCacheFp8.js";
+import { MODEL1_D_QK, dequantizeTokenModel1 } from "../../numeric/kvCacheModel1.js";
 import { Tensor } from "../../runtime/Tensor.js";
-import { DENSE_PAGE_BLOCK_SIZE, D_QK } from "../contract/shape.js";
-import { referenceArgs, type MlaDecodeReferenceArgs, type ReferenceArgs, type ReferenceRow } from "./referenceArgs.js";
+import { DENSE_PAGE_BLOCK_SIZE } from "../contract/shape.js";
+import { referenceArgs, type MlaDecodeReferenceArgs, type ReferenceArgs, type ReferenceRow, type SparseScope } from "./referenceArgs.js";
 
-export type { MlaDecodeReferenceArgs, ReferenceRow } from "./referenceArgs.js";
+export type { MlaDecodeReferenceArgs, ReferenceRow, SparseFormat } from "./referenceArgs.js";
 
 /** Results of {@link mlaDecodeReference}. */
 export interface MlaDecodeReferenceResult {
@@ -22,7 +23,7 @@ export interface MlaDecodeReferenceResult {
 export interface MlaDecodeReferenceOptions {
   /**
    * Compute only these (request, query token, head) rows; every other element of out, lse and outF32
-   * is NaN. Costs O(rows · s_k · 576), so large GPU runs can be checked on a sample.
+   * is NaN. Costs O(rows · s_k · d_qk), so large GPU runs can be checked on a sample.
    * @default all rows
    */
   rows?: ReadonlyArray<ReferenceRow>;
@@ -33,15 +34,23 @@ const NAN_BITS = { bf16: 0x7fc0, fp16: 0x7e00 } as const;
 /**
  * FlashMLA's MLA decode (`flash_mla_with_kvcache`) on the CPU with float64 accumulation: the
  * reference the GPU kernels are checked against. Dense (paged bf16/fp16 KV cache, block table,
- * optional causal mask) when `indices` is absent; sparse (V32 FP8 KV cache addressed by physical
- * token ids, optional topk length and attention sink) when present. All arguments are checked
- * before any work; see {@link MlaDecodeReferenceArgs} for shapes and rules.
+ * optional causal mask) when `indices` is absent; sparse when present: an FP8 KV cache addressed by
+ * physical token ids, in DeepSeek-V3.2's V32 format (q's d_qk 576) or DeepSeek-V4's MODEL1 format
+ * (d_qk 512), with optional topk lengths, attention sink and a second cache (extraKCache,
+ * extraIndices, extraTopkLength) whose tokens join the first cache's in one softmax. All arguments are
+ * checked before any work; see {@link MlaDecodeReferenceArgs} for shapes and rules.
  *
- * For each row, scores s = softmax_scale · Σ_d q·k over the visible keys, lse = ln Σ exp(s) and
- * out = Σ exp(s − lse) · v. A row that sees no key gets out 0 and lse +inf.
+ * For each row, scores s = softmax_scale · Σ_d q·k over the visible keys (d < d_qk), lse = ln Σ exp(s)
+ * and out = Σ exp(s − lse) · v, v being dims 0..511 of each key (V32: its NoPE part; MODEL1: all of
+ * it). Sparse keys are the valid index entries of both caches, a repeated id once per appearance.
+ * With a sink, out *= 1 / (1 + exp(sink − lse)) and lse stays. A row that sees no key gets out 0 and
+ * lse +inf, whatever its sink.
  *
  * @example
  * const { out, lse } = mlaDecodeReference({ q, kCache, blockTable, cacheSeqlens, headDimV: 512, causal: true });
+ * @example
+ * // DeepSeek-V4: q [b, s_q, h_q, 512]; both caches [num_blocks, pbs, 1, 584] with block stride model1PageBytes(pbs)
+ * mlaDecodeReference({ q, kCache, indices, topkLength, extraKCache, extraIndices, extraTopkLength, attnSink, headDimV: 512, isFp8Kvcache: true });
  */
 export function mlaDecodeReference(args: MlaDecodeReferenceArgs, opts?: MlaDecodeReferenceOptions): MlaDecodeReferenceResult {
   const p = referenceArgs(args, optionsObject("mlaDecodeReference", "opts", opts).rows);
@@ -60,7 +69,7 @@ export function mlaDecodeReference(args: MlaDecodeReferenceArgs, opts?: MlaDecod
   const roundToDtype = dtype === "bf16" ? f64ToBf16Bits : f64ToFp16Bits;
   const toF64 = conversionTable(dtype);
 
-  const q_row = new Float64Array(D_QK);
+  const q_row = new Float64Array(p.d_qk);
   const o_row = new Float64Array(d_v);
   for (const [group, heads] of groupRows(p)) {
     const i = Math.floor(group / s_q);
@@ -85,7 +94,7 @@ export function mlaDecodeReference(args: MlaDecodeReferenceArgs, opts?: MlaDecod
   return { out, lse, outF32 };
 }
 
-/** The keys one row attends to: `count` keys, key k's dim d at `kv[offsets[k] + d·dimStride]` (bf16/fp16 bits). */
+/** The keys one row attends to: `count` keys, key k's dim d < d_qk at `kv[offsets[k] + d·dimStride]` (bf16/fp16 bits). */
 interface KeySet {
   kv: Uint16Array;
   offsets: Float64Array;
@@ -93,9 +102,13 @@ interface KeySet {
   dimStride: number;
 }
 
-/** Scores, lse and the weighted V sum of one query row, all in float64. Returns lse; writes out into o_row. */
+/**
+ * Scores, lse and the weighted V sum of one query row (q_row: d_qk dims; V: each key's first d_v =
+ * o_row.length dims), all in float64. Returns lse; writes out into o_row.
+ */
 function attendRow(q_row: Float64Array, keys: KeySet, toF64: Float64Array, softmax_scale: number, o_row: Float64Array): number {
   const { kv, offsets, count, dimStride } = keys;
+  const d_qk = q_row.length;
   const d_v = o_row.length;
   o_row.fill(0);
   if (count === 0) return Infinity;
@@ -105,7 +118,7 @@ function attendRow(q_row: Float64Array, keys: KeySet, toF64: Float64Array, softm
   for (let k = 0; k < count; k++) {
     const base = offsets[k];
     let dot = 0;
-    for (let d = 0; d < D_QK; d++) dot += q_row[d] * toF64[kv[base + d * dimStride]];
+    for (let d = 0; d < d_qk; d++) dot += q_row[d] * toF64[kv[base + d * dimStride]];
     s[k] = softmax_scale * dot;
     if (s[k] > max) max = s[k];
   }
@@ -141,35 +154,57 @@ function denseKeys(p: ReferenceArgs, i: number, j: number, h: number): KeySet {
 }
 
 /**
- * Sparse: the valid tokens of indices[i][j] (in order, repeats kept), each dequantized from its
- * 656-byte FP8 form into 576 bf16 values first, then used like a dense bf16 key.
+ * Sparse: the keys of (request i, query token j) in the kernel's order, one softmax over all of them:
+ * the valid entries of indices[i][j] (the first topk_length[i]), then those of extra_indices[i][j]
+ * (the first extra_topk_length[i]). An id < 0 or ≥ num_blocks · page_block_size of its cache is
+ * skipped; a repeated id, within a cache or across the two, is a key each time it appears. Each token
+ * is dequantized into d_qk bf16 values first and then used like a dense bf16 key.
  */
 function sparseKeys(p: ReferenceArgs, i: number, j: number): KeySet {
-  const { s_q, topk, page_block_size, num_blocks, kCache } = p;
-  const limit = p.topk_length !== undefined ? p.topk_length[i] : topk;
-  const num_tokens = num_blocks * page_block_size;
-  const ids: number[] = [];
-  for (let k = 0; k < limit; k++) {
-    const id = p.indices![(i * s_q + j) * topk + k];
-    if (id >= 0 && id < num_tokens) ids.push(id);
+  const { s_q, d_qk } = p;
+  const picked: { scope: SparseScope; id: number }[] = [];
+  for (const scope of p.scopes) {
+    const limit = scope.topk_length !== undefined ? scope.topk_length[i] : scope.topk;
+    const num_tokens = scope.num_blocks * scope.page_block_size;
+    for (let k = 0; k < limit; k++) {
+      const id = scope.indices[(i * s_q + j) * scope.topk + k];
+      if (id >= 0 && id < num_tokens) picked.push({ scope, id });
+    }
   }
-  const kv = new Uint16Array(ids.length * D_QK); // [n_valid, 576] bf16
-  const offsets = new Float64Array(ids.length);
-  const bytes = kCache.host as Uint8Array;
-  ids.forEach((id, n) => {
-    const block = Math.floor(id / page_block_size);
-    const src = kCache.offset + block * kCache.strides[0] + (id % page_block_size) * FP8_TOKEN_BYTES;
-    dequantizeKvTokenV32(bytes, src, kv, n * D_QK);
-    offsets[n] = n * D_QK;
+  const gatherToken = p.format === "MODEL1" ? gatherTokenModel1 : gatherTokenV32;
+  const kv = new Uint16Array(picked.length * d_qk); // [n_valid, d_qk] bf16
+  const offsets = new Float64Array(picked.length);
+  picked.forEach(({ scope, id }, n) => {
+    gatherToken(scope, id, kv, n * d_qk);
+    offsets[n] = n * d_qk;
   });
-  return { kv, offsets, count: ids.length, dimStride: 1 };
+  return { kv, offsets, count: picked.length, dimStride: 1 };
+}
+
+/** V32: token `id` is 656 bytes at block · stride_kv_block + row · 656; 576 bf16 values out (dequantizeKvTokenV32). */
+function gatherTokenV32(scope: SparseScope, id: number, dst: Uint16Array, at: number): void {
+  const { kv, page_block_size } = scope;
+  const src = kv.offset + Math.floor(id / page_block_size) * scope.stride_kv_block + (id % page_block_size) * FP8_TOKEN_BYTES;
+  dequantizeKvTokenV32(kv.host as Uint8Array, src, dst, at);
+}
+
+/**
+ * MODEL1: token `id` = block · page_block_size + row is read from its page base block · stride_kv_block
+ * at fixed offsets (its 448 e4m3 codes and 64 bf16 RoPE values at row · 576, its 7 e8m0 scales at
+ * page_block_size · 576 + row · 8; dequantizeTokenModel1), then taken to bf16 as the kernel's
+ * bf16(e4m3) · bf16(2^(e − 127)) gives it (exact: the scale is a power of two); 512 values out.
+ */
+function gatherTokenModel1(scope: SparseScope, id: number, dst: Uint16Array, at: number): void {
+  const { kv, page_block_size } = scope;
+  const k = dequantizeTokenModel1((kv.host as Uint8Array).subarray(kv.offset), id, { pageBlockSize: page_block_size, blockStrideBytes: scope.stride_kv_block });
+  for (let d = 0; d < MODEL1_D_QK; d++) dst[at + d] = f32ToBf16Bits(k[d]);
 }
 
 function readQRow(p: ReferenceArgs, i: number, j: number, h: number, toF64: Float64Array, q_row: Float64Array): void {
   const { q } = p;
   const base = q.offset + i * q.strides[0] + j * q.strides[1] + h * q.strides[2];
   const bits = q.host as Uint16Array;
-  for (let d = 0; d < D_QK; d++) q_row[d] = toF64[bits[base + d * q.strides[3]]];
+  for (let d = 0; d < p.d_qk; d++) q_row[d] = toF64[bits[base + d * q.strides[3]]];
 }
 
 /** Rows to compute, grouped by (request, query token) so a sparse token set is dequantized once per group. */

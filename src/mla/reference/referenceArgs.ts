@@ -1,5 +1,6 @@
 import { ArgumentError, formatGot, formatShape } from "../../errors/ArgumentError.js";
 import { FP8_TOKEN_BYTES } from "../../numeric/kvCacheFp8.js";
+import { MODEL1_D_QK, MODEL1_TOKEN_BYTES, model1PageBytes } from "../../numeric/kvCacheModel1.js";
 import { Tensor } from "../../runtime/Tensor.js";
 import type { DType } from "../../runtime/dtype.js";
 import { DENSE_PAGE_BLOCK_SIZE, D_QK, D_V } from "../contract/shape.js";
@@ -15,28 +16,34 @@ export interface ReferenceRow {
 
 /**
  * Arguments of {@link mlaDecodeReference}: FlashMLA's `flash_mla_with_kvcache` arguments as host tensors.
- * Dense when `indices` is absent, sparse (FP8 KV cache) when it is present. Tensors may be strided
- * views. The reference is wider than FlashMLA's sm90 sparse kernel so that small cases can check it:
- * any h_q and topk ≥ 1, and topkLength with the V32 format.
+ * Dense when `indices` is absent, sparse (FP8 KV cache) when it is present. The sparse cache's format
+ * follows q's last dim: 576 reads DeepSeek-V3.2's V32 cache (656-byte tokens, V = dims 0..511), 512
+ * DeepSeek-V4's MODEL1 cache (584-byte tokens, V = the whole row). Tensors may be strided views. The
+ * reference is wider than FlashMLA's sm90 sparse kernel so that small cases can check it: any h_q and
+ * topk ≥ 1, and topkLength and the extra cache with either format.
  */
 export interface MlaDecodeReferenceArgs {
-  /** [b, s_q, h_q, d_qk=576]; bf16 or fp16 (dense), bf16 (sparse). */
+  /** [b, s_q, h_q, d_qk]; d_qk 576 (dense, sparse V32) or 512 (sparse MODEL1); bf16 or fp16 (dense), bf16 (sparse). */
   q: Tensor;
   /**
    * Dense: [num_blocks, page_block_size=64, h_kv, 576] in q's dtype.
-   * Sparse: [num_blocks, page_block_size, 1, 656] u8 or fp8_e4m3 (V32 FP8 tokens); the token stride
+   * Sparse V32 (q's d_qk 576): [num_blocks, page_block_size, 1, 656] u8 or fp8_e4m3; the token stride
    * must be 656 bytes, the block stride may be larger.
+   * Sparse MODEL1 (q's d_qk 512): [num_blocks, page_block_size, 1, 584] u8 or fp8_e4m3 with strides
+   * (S, 584, 584, 1), S ≥ page_block_size · 584 (model1PageBytes(page_block_size) as written by
+   * quantizeKvCacheModel1). Its rows are not tokens: a page holds its tokens' 576 data bytes first and
+   * their 8-byte scale records after them, and tokens are read at the page base plus fixed offsets.
    */
   kCache: Tensor;
   /** [b, max_blocks] i32, physical block of each request's logical block (dense only). */
   blockTable?: Tensor;
   /** [b] i32, number of cached tokens of each request (dense only). */
   cacheSeqlens?: Tensor;
-  /** Must be 512 (the V part is dims 0..511 of each cached token). */
+  /** Must be 512 (the V part is dims 0..511 of each cached token: V32's NoPE dims, MODEL1's whole row). */
   headDimV: number;
   /**
    * Multiplies q·k before the softmax.
-   * @default 1 / sqrt(576) = 1/24
+   * @default 1 / sqrt(d_qk): 1/24 for d_qk 576
    */
   softmaxScale?: number;
   /**
@@ -54,8 +61,36 @@ export interface MlaDecodeReferenceArgs {
   indices?: Tensor;
   /** [b] i32 (sparse, optional): entries at positions ≥ topkLength[i] of request i are invalid. Values in [0, topk]. */
   topkLength?: Tensor;
-  /** [h_q] f32 (sparse, optional): out *= 1 / (1 + exp(sink − lse)); lse itself is unchanged. */
+  /**
+   * Sparse, optional: a second cache in kCache's format with its own num_blocks and page_block_size
+   * (DeepSeek-V4's sliding window beside its compressed cache). The tokens extraIndices selects join
+   * those indices selects in one softmax. Needs extraIndices.
+   */
+  extraKCache?: Tensor;
+  /** [b, s_q, extra_topk] i32 (with extraKCache): physical token ids into extraKCache, invalid ones as in `indices`. */
+  extraIndices?: Tensor;
+  /** [b] i32 (optional, with extraKCache): entries of extraIndices at positions ≥ extraTopkLength[i] are invalid. Values in [0, extra_topk]. */
+  extraTopkLength?: Tensor;
+  /** [h_q] f32 (sparse, optional): out *= 1 / (1 + exp(sink − lse)); lse itself is unchanged; ±inf allowed. */
   attnSink?: Tensor;
+}
+
+/** The sparse FP8 cache formats: DeepSeek-V3.2's (656-byte tokens, d_qk 576) and DeepSeek-V4's (584-byte tokens, d_qk 512). */
+export type SparseFormat = "V32" | "MODEL1";
+
+/** One sparse cache and the index entries that select from it, in the kernel's names. */
+export interface SparseScope {
+  /** [num_blocks, page_block_size, 1, 656 or 584] bytes. */
+  kv: Tensor;
+  page_block_size: number;
+  num_blocks: number;
+  /** Bytes from one page to the next. */
+  stride_kv_block: number;
+  topk: number;
+  /** [b, s_q, topk], row-major. */
+  indices: Int32Array;
+  /** [b], optional. */
+  topk_length: Int32Array | undefined;
 }
 
 /** The checked arguments, in the kernel's names, with small index tensors read into plain arrays. */
@@ -69,7 +104,7 @@ export interface ReferenceArgs {
   d_v: number;
   page_block_size: number;
   num_blocks: number;
-  /** Sparse only (0 on the dense path). */
+  /** Sparse: kCache's topk, scopes[0].topk (0 on the dense path). */
   topk: number;
   softmax_scale: number;
   /** Already false when s_q = 1 or on the sparse path. */
@@ -82,10 +117,10 @@ export interface ReferenceArgs {
   max_blocks: number;
   /** [b] (dense). */
   cache_seqlens: Int32Array | undefined;
-  /** [b, s_q, topk], row-major (sparse). */
-  indices: Int32Array | undefined;
-  /** [b] (sparse, optional). */
-  topk_length: Int32Array | undefined;
+  /** Sparse: the cache format q's d_qk selects. */
+  format: SparseFormat | undefined;
+  /** Sparse: kCache and its indices, then extraKCache and its indices when given; empty on the dense path. */
+  scopes: readonly SparseScope[];
   /** [h_q] (sparse, optional). */
   attn_sink: Float32Array | undefined;
   /** The rows to compute; undefined means all. */
@@ -103,9 +138,13 @@ export function referenceArgs(args: MlaDecodeReferenceArgs, rows?: readonly Refe
   const path = sparse ? "the sparse path (indices given)" : "the dense path (no indices)";
 
   const q = hostTensor("q", args.q);
-  if (q.rank !== 4) throw new ArgumentError(FN, "q", `rank 4 [b, s_q, h_q, ${D_QK}]`, `shape ${formatShape(q.shape)}`);
+  const qDims = sparse ? `[b, s_q, h_q, ${D_QK} or ${MODEL1_D_QK}]` : `[b, s_q, h_q, ${D_QK}]`;
+  if (q.rank !== 4) throw new ArgumentError(FN, "q", `rank 4 ${qDims}`, `shape ${formatShape(q.shape)}`);
   const [b, s_q, h_q, d_qk] = q.shape;
-  if (d_qk !== D_QK) throw new ArgumentError(FN, "q", `last dim d_qk = ${D_QK}`, `shape ${formatShape(q.shape)}`);
+  if (!sparse && d_qk !== D_QK) throw new ArgumentError(FN, "q", `last dim d_qk = ${D_QK}`, `shape ${formatShape(q.shape)}`);
+  if (sparse && d_qk !== D_QK && d_qk !== MODEL1_D_QK) {
+    throw new ArgumentError(FN, "q", `last dim d_qk = ${D_QK} (the V32 cache) or ${MODEL1_D_QK} (the MODEL1 cache) on ${path}`, `shape ${formatShape(q.shape)}`);
+  }
   if (b < 1 || s_q < 1 || h_q < 1) throw new ArgumentError(FN, "q", "b, s_q and h_q ≥ 1", `shape ${formatShape(q.shape)}`);
   const qDtypes: DType[] = sparse ? ["bf16"] : ["bf16", "fp16"];
   if (!qDtypes.includes(q.dtype)) throw new ArgumentError(FN, "q", `dtype ${qDtypes.join(" or ")} on ${path}`, q.dtype);
@@ -124,17 +163,14 @@ export function referenceArgs(args: MlaDecodeReferenceArgs, rows?: readonly Refe
     throw new ArgumentError(FN, "isFp8Kvcache", "a boolean", formatGot(args.isFp8Kvcache));
   }
 
-  const kCache = hostTensor("kCache", args.kCache);
-  if (kCache.rank !== 4) {
-    throw new ArgumentError(FN, "kCache", "rank 4 [num_blocks, page_block_size, h_kv, d]", `shape ${formatShape(kCache.shape)}`);
-  }
+  const kCache = cacheTensor("kCache", args.kCache);
   const [num_blocks, page_block_size, h_kv, kLast] = kCache.shape;
 
   const common = { b, s_q, h_q, h_kv, d_qk, d_v: D_V, page_block_size, num_blocks, softmax_scale, dtype, q, kCache };
   const checkedRows = rows === undefined ? undefined : checkRows(rows, b, s_q, h_q);
 
   if (!sparse) {
-    for (const name of ["topkLength", "attnSink"] as const) {
+    for (const name of ["topkLength", "attnSink", "extraKCache", "extraIndices", "extraTopkLength"] as const) {
       if (args[name] !== undefined) throw new ArgumentError(FN, name, `undefined on ${path}`, "a value");
     }
     if (args.isFp8Kvcache === true) throw new ArgumentError(FN, "isFp8Kvcache", `false on ${path}`, "true");
@@ -168,7 +204,7 @@ export function referenceArgs(args: MlaDecodeReferenceArgs, rows?: readonly Refe
     return {
       ...common, sparse, topk: 0, causal: (args.causal ?? false) && s_q > 1,
       block_table, max_blocks, cache_seqlens,
-      indices: undefined, topk_length: undefined, attn_sink: undefined, rows: checkedRows,
+      format: undefined, scopes: [], attn_sink: undefined, rows: checkedRows,
     };
   }
 
@@ -177,31 +213,19 @@ export function referenceArgs(args: MlaDecodeReferenceArgs, rows?: readonly Refe
   }
   if (args.causal === true) throw new ArgumentError(FN, "causal", `false on ${path}`, "true");
   if (args.isFp8Kvcache !== true) throw new ArgumentError(FN, "isFp8Kvcache", `true on ${path}`, formatGot(args.isFp8Kvcache));
-  if (kCache.dtype !== "u8" && kCache.dtype !== "fp8_e4m3") {
-    throw new ArgumentError(FN, "kCache", `dtype u8 or fp8_e4m3 on ${path}`, kCache.dtype);
-  }
-  if (kLast !== FP8_TOKEN_BYTES || h_kv !== 1 || page_block_size < 1) {
-    throw new ArgumentError(FN, "kCache", `shape [num_blocks, page_block_size ≥ 1, 1, ${FP8_TOKEN_BYTES}]`, `shape ${formatShape(kCache.shape)}`);
-  }
-  // dequantizeKvTokenV32 reads one token as 656 consecutive bytes.
-  if (kCache.strides[1] !== FP8_TOKEN_BYTES || kCache.strides[3] !== 1) {
-    throw new ArgumentError(FN, "kCache", `token stride ${FP8_TOKEN_BYTES} and byte stride 1`, `strides ${formatShape(kCache.strides)}`);
+
+  // q's d_qk picks the format; both caches must hold it.
+  const format: SparseFormat = d_qk === MODEL1_D_QK ? "MODEL1" : "V32";
+  const scopes = [sparseScope({ cache: "kCache", indices: "indices", topk: "topk", topkLength: "topkLength" }, args, kCache, format, b, s_q)];
+  if (args.extraKCache !== undefined || args.extraIndices !== undefined) {
+    if (args.extraIndices === undefined) throw new ArgumentError(FN, "extraIndices", "a Tensor when extraKCache is given", "undefined");
+    if (args.extraKCache === undefined) throw new ArgumentError(FN, "extraKCache", "a Tensor when extraIndices is given", "undefined");
+    const extraKCache = cacheTensor("extraKCache", args.extraKCache);
+    scopes.push(sparseScope({ cache: "extraKCache", indices: "extraIndices", topk: "extra_topk", topkLength: "extraTopkLength" }, args, extraKCache, format, b, s_q));
+  } else if (args.extraTopkLength !== undefined) {
+    throw new ArgumentError(FN, "extraTopkLength", "undefined without extraKCache", "a value");
   }
 
-  const idxTensor = hostTensor("indices", args.indices);
-  if (idxTensor.dtype !== "i32" || idxTensor.rank !== 3 || idxTensor.shape[0] !== b || idxTensor.shape[1] !== s_q || idxTensor.shape[2] < 1) {
-    throw new ArgumentError(FN, "indices", `i32 [b=${b}, s_q=${s_q}, topk ≥ 1]`, `${idxTensor.dtype} ${formatShape(idxTensor.shape)}`);
-  }
-  const topk = idxTensor.shape[2];
-  const indices = idxTensor.contiguousHost().host as Int32Array;
-
-  let topk_length: Int32Array | undefined;
-  if (args.topkLength !== undefined) {
-    topk_length = intVector("topkLength", args.topkLength, [b], "[b]");
-    topk_length.forEach((len, i) => {
-      if (len < 0 || len > topk) throw new ArgumentError(FN, "topkLength", `values in [0, topk=${topk}]`, `topkLength[${i}] = ${len}`);
-    });
-  }
   let attn_sink: Float32Array | undefined;
   if (args.attnSink !== undefined) {
     const sink = hostTensor("attnSink", args.attnSink);
@@ -211,10 +235,71 @@ export function referenceArgs(args: MlaDecodeReferenceArgs, rows?: readonly Refe
     attn_sink = sink.contiguousHost().host as Float32Array;
   }
   return {
-    ...common, sparse, topk, causal: false,
+    ...common, sparse, topk: scopes[0].topk, causal: false,
     block_table: undefined, max_blocks: 0, cache_seqlens: undefined,
-    indices, topk_length, attn_sink, rows: checkedRows,
+    format, scopes, attn_sink, rows: checkedRows,
   };
+}
+
+/** The argument names of one sparse scope, and the name of its topk in messages. */
+interface ScopeNames {
+  cache: "kCache" | "extraKCache";
+  indices: "indices" | "extraIndices";
+  topk: "topk" | "extra_topk";
+  topkLength: "topkLength" | "extraTopkLength";
+}
+
+/**
+ * One sparse cache (already a rank-4 host tensor) checked against `format`, with its indices and
+ * optional valid lengths: V32 tokens are 656 consecutive bytes (dequantizeKvTokenV32 reads them so);
+ * MODEL1 pages hold page_block_size · 584 bytes from each page base, so the block stride is at least
+ * that (a single page may have any).
+ */
+function sparseScope(names: ScopeNames, args: MlaDecodeReferenceArgs, kv: Tensor, format: SparseFormat, b: number, s_q: number): SparseScope {
+  const path = "the sparse path (indices given)";
+  if (kv.dtype !== "u8" && kv.dtype !== "fp8_e4m3") throw new ArgumentError(FN, names.cache, `dtype u8 or fp8_e4m3 on ${path}`, kv.dtype);
+  const [num_blocks, page_block_size, h_kv, tokenBytes] = kv.shape;
+  const want = format === "V32" ? FP8_TOKEN_BYTES : MODEL1_TOKEN_BYTES;
+  if (tokenBytes !== want || h_kv !== 1 || page_block_size < 1) {
+    const d_qk = format === "V32" ? D_QK : MODEL1_D_QK;
+    throw new ArgumentError(FN, names.cache, `shape [num_blocks, page_block_size ≥ 1, 1, ${want}] (the ${format} format, which q's d_qk = ${d_qk} selects)`, `shape ${formatShape(kv.shape)}`);
+  }
+  if (kv.strides[1] !== want || kv.strides[3] !== 1) {
+    throw new ArgumentError(FN, names.cache, `token stride ${want} and byte stride 1`, `strides ${formatShape(kv.strides)}`);
+  }
+  let stride_kv_block = kv.strides[0];
+  if (format === "MODEL1") {
+    const least = page_block_size * MODEL1_TOKEN_BYTES;
+    if (num_blocks <= 1) stride_kv_block = model1PageBytes(page_block_size);
+    else if (stride_kv_block < least) {
+      throw new ArgumentError(FN, names.cache, `a block stride ≥ page_block_size · ${MODEL1_TOKEN_BYTES} = ${least} bytes (model1PageBytes(${page_block_size}) = ${model1PageBytes(page_block_size)})`, `strides ${formatShape(kv.strides)}`);
+    }
+  }
+
+  const idxTensor = hostTensor(names.indices, args[names.indices]);
+  if (idxTensor.dtype !== "i32" || idxTensor.rank !== 3 || idxTensor.shape[0] !== b || idxTensor.shape[1] !== s_q || idxTensor.shape[2] < 1) {
+    throw new ArgumentError(FN, names.indices, `i32 [b=${b}, s_q=${s_q}, ${names.topk} ≥ 1]`, `${idxTensor.dtype} ${formatShape(idxTensor.shape)}`);
+  }
+  const topk = idxTensor.shape[2];
+  const indices = idxTensor.contiguousHost().host as Int32Array;
+
+  let topk_length: Int32Array | undefined;
+  if (args[names.topkLength] !== undefined) {
+    topk_length = intVector(names.topkLength, args[names.topkLength], [b], "[b]");
+    topk_length.forEach((len, i) => {
+      if (len < 0 || len > topk) throw new ArgumentError(FN, names.topkLength, `values in [0, ${names.topk}=${topk}]`, `${names.topkLength}[${i}] = ${len}`);
+    });
+  }
+  return { kv, page_block_size, num_blocks, stride_kv_block, topk, indices, topk_length };
+}
+
+/** A host tensor of rank 4, as every KV cache is. */
+function cacheTensor(name: "kCache" | "extraKCache", t: Tensor | undefined): Tensor {
+  const kv = hostTensor(name, t);
+  if (kv.rank !== 4) {
+    throw new ArgumentError(FN, name, "rank 4 [num_blocks, page_block_size, h_kv, d]", `shape ${formatShape(kv.shape)}`);
+  }
+  return kv;
 }
 
 /** A host tensor whose view lies inside its storage. */

@@ -1,37 +1,16 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { ArgumentError } from "../../../../src/errors/ArgumentError.js";
 import { mlaDecodeReference, type MlaDecodeReferenceArgs } from "../../../../src/mla/reference/mlaDecodeReference.js";
 import { bf16BitsToF32, f64ToBf16Bits } from "../../../../src/numeric/bf16.js";
-import { assertClose } from "../../../../src/numeric/compare.js";
 import { fp16BitsToF32 } from "../../../../src/numeric/fp16.js";
 import { dequantizeKvTokenV32, quantizeKvCacheV32 } from "../../../../src/numeric/kvCacheFp8.js";
 import { DeviceBuffer } from "../../../../src/runtime/DeviceBuffer.js";
 import { Tensor } from "../../../../src/runtime/Tensor.js";
 import { makeDenseCase, NAN_HALF_BITS, UNUSED_BLOCK_ID } from "../../../../src/testing/denseCase.js";
-import { naiveAttention } from "./naiveAttention.js";
+import { assertMatchesNaive } from "./naiveAttention.js";
+import { testRejections, type RejectionCase } from "./testRejections.js";
 import { makeSparseCase } from "../../../../src/testing/sparseCase.js";
 import { D_QK, D_V } from "../../../../src/mla/contract/shape.js";
-
-/** outF32 and lse are f64 results rounded once to f32: allow that rounding plus 1e-12 relative. */
-const F64_AGREEMENT = { abs: 1e-15, rel: 2 ** -24 + 1e-12 };
-
-/** Checks every output of the reference against the naive formulation. */
-function assertMatchesNaive(args: MlaDecodeReferenceArgs, label: string): void {
-  const ref = mlaDecodeReference(args);
-  const naive = naiveAttention(args);
-  const [b, s_q, h_q] = args.q.shape;
-  assert.deepEqual(ref.out.shape, [b, s_q, h_q, D_V]);
-  assert.equal(ref.out.dtype, args.q.dtype);
-  assert.deepEqual(ref.lse.shape, [b, h_q, s_q]);
-  assert.equal(ref.lse.dtype, "f32");
-  assertClose(ref.outF32, naive.out, F64_AGREEMENT, { shape: [b, s_q, h_q, D_V], name: `${label} outF32` });
-  assertClose(ref.lse.host as Float32Array, naive.lse, F64_AGREEMENT, { shape: [b, h_q, s_q], name: `${label} lse` });
-  // Rounded once from f64: bit-equal to the naive result rounded the same way.
-  const dtype = args.q.dtype as "bf16" | "fp16";
-  const decode = dtype === "bf16" ? bf16BitsToF32 : fp16BitsToF32;
-  assertClose(Float64Array.from(ref.out.host as Uint16Array, decode), naive.out, { abs: 0, rel: 0 }, { roundReferenceTo: dtype, name: `${label} out` });
-}
 
 /** 576 zeros with the given dims set. */
 function vec(entries: Record<number, number>): number[] {
@@ -377,7 +356,7 @@ describe("mlaDecodeReference() validation", () => {
     return Tensor.fromDeviceBuffer(buffer, [1, 1, 1, D_QK], "bf16");
   };
 
-  const cases: [string, () => MlaDecodeReferenceArgs, string][] = [
+  const cases: RejectionCase[] = [
     ["q missing", () => ({ ...dense(), q: undefined as unknown as Tensor }), "argument 'q': expected a Tensor, got undefined"],
     ["q on the GPU", () => ({ ...dense(), q: fakeCuda() }), "argument 'q': expected a host tensor (call toHost() first), got a tensor on cuda:0"],
     ["q rank 3", () => ({ ...dense(), q: bf16Tensor(vec({}), [1, 1, D_QK]) }), "argument 'q': expected rank 4 [b, s_q, h_q, 576], got shape [1, 1, 576]"],
@@ -415,8 +394,8 @@ describe("mlaDecodeReference() validation", () => {
     ["causal on sparse", () => ({ ...sparse(), causal: true }), "argument 'causal': expected false on the sparse path (indices given), got true"],
     ["isFp8Kvcache missing on sparse", () => ({ ...sparse(), isFp8Kvcache: undefined }), "argument 'isFp8Kvcache': expected true on the sparse path (indices given), got undefined"],
     ["sparse kCache bf16", () => ({ ...sparse(), kCache: Tensor.zerosHost([1, 4, 1, 656], "bf16") }), "argument 'kCache': expected dtype u8 or fp8_e4m3 on the sparse path (indices given), got bf16"],
-    ["sparse kCache 584-byte tokens", () => ({ ...sparse(), kCache: Tensor.zerosHost([1, 4, 1, 584], "u8") }), "argument 'kCache': expected shape [num_blocks, page_block_size ≥ 1, 1, 656], got shape [1, 4, 1, 584]"],
-    ["sparse kCache h_kv 2", () => ({ ...sparse(), kCache: Tensor.zerosHost([1, 4, 2, 656], "u8") }), "argument 'kCache': expected shape [num_blocks, page_block_size ≥ 1, 1, 656], got shape [1, 4, 2, 656]"],
+    ["sparse kCache 584-byte tokens", () => ({ ...sparse(), kCache: Tensor.zerosHost([1, 4, 1, 584], "u8") }), "argument 'kCache': expected shape [num_blocks, page_block_size ≥ 1, 1, 656] (the V32 format, which q's d_qk = 576 selects), got shape [1, 4, 1, 584]"],
+    ["sparse kCache h_kv 2", () => ({ ...sparse(), kCache: Tensor.zerosHost([1, 4, 2, 656], "u8") }), "argument 'kCache': expected shape [num_blocks, page_block_size ≥ 1, 1, 656] (the V32 format, which q's d_qk = 576 selects), got shape [1, 4, 2, 656]"],
     ["sparse kCache token stride", () => ({ ...sparse(), kCache: Tensor.zerosHost([1, 8, 1, 656], "u8").view([1, 4, 1, 656], [8 * 656, 2 * 656, 656, 1]) }), "argument 'kCache': expected token stride 656 and byte stride 1, got strides [5248, 1312, 656, 1]"],
     ["indices f32", () => ({ ...sparse(), indices: f32([1, 1, 4]) }), "argument 'indices': expected i32 [b=1, s_q=1, topk ≥ 1], got f32 [1, 1, 4]"],
     ["indices shape", () => ({ ...sparse(), indices: i32([0, 0], [1, 2, 1]) }), "argument 'indices': expected i32 [b=1, s_q=1, topk ≥ 1], got i32 [1, 2, 1]"],
@@ -427,16 +406,7 @@ describe("mlaDecodeReference() validation", () => {
     ["attnSink shape", () => ({ ...sparse(), attnSink: f32([2]) }), "argument 'attnSink': expected f32 [h_q=1], got f32 [2]"],
     ["attnSink dtype", () => ({ ...sparse(), attnSink: i32([0]) }), "argument 'attnSink': expected f32 [h_q=1], got i32 [1]"],
   ];
-  for (const [what, make, message] of cases) {
-    test(`mlaDecodeReference() rejects ${what}`, () => {
-      const args = make();
-      assert.throws(() => mlaDecodeReference(args), (err: unknown) => {
-        assert.ok(err instanceof ArgumentError, `an ArgumentError, got ${String(err)}`);
-        assert.equal(err.message, `mlaDecodeReference(): ${message}`);
-        return true;
-      });
-    });
-  }
+  testRejections(cases);
 
   test("mlaDecodeReference() rejects args that are not an object", () => {
     assert.throws(() => mlaDecodeReference(null as unknown as MlaDecodeReferenceArgs), {
