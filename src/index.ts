@@ -15,6 +15,8 @@ export {
 } from "./mla/reference/mlaDecodeReference.js";
 export { quantizeKvCacheFp8, writeKvCacheFp8, type WriteKvCacheFp8Args } from "./mla/kvCache/writeKvCacheFp8.js";
 export { dequantizeKvCacheV32, quantizeKvCacheV32 } from "./numeric/kvCacheFp8.js";
+export { writeKvCacheModel1, type WriteKvCacheModel1Args } from "./mla/kvCache/writeKvCacheModel1.js";
+export { dequantizeKvCacheModel1, model1PageBytes, quantizeKvCacheModel1 } from "./numeric/kvCacheModel1.js";
 export { bf16ArrayToF32, f32ArrayToBf16 } from "./numeric/bf16.js";
 export { f32ArrayToFp16, fp16ArrayToF32 } from "./numeric/fp16.js";
 export {

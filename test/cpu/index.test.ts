@@ -17,6 +17,7 @@ test("the package root exports exactly what a user calls", () => {
     "Stream",
     "Tensor",
     "bf16ArrayToF32",
+    "dequantizeKvCacheModel1",
     "dequantizeKvCacheV32",
     "f32ArrayToBf16",
     "f32ArrayToFp16",
@@ -25,9 +26,12 @@ test("the package root exports exactly what a user calls", () => {
     "getMlaMetadata",
     "gpuStatus",
     "mlaDecodeReference",
+    "model1PageBytes",
     "quantizeKvCacheFp8",
+    "quantizeKvCacheModel1",
     "quantizeKvCacheV32",
     "writeKvCacheFp8",
+    "writeKvCacheModel1",
   ]);
 });
 

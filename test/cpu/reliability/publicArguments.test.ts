@@ -4,6 +4,7 @@ import * as root from "../../../src/index.js";
 import { ArgumentError, Device, Event, Graph, Stream, Tensor } from "../../../src/index.js";
 import { validateDenseArgs } from "../../../src/mla/dense/validateDense.js";
 import { validateWriteKvCacheFp8Args } from "../../../src/mla/kvCache/writeKvCacheFp8.js";
+import { validateWriteKvCacheModel1Args } from "../../../src/mla/kvCache/writeKvCacheModel1.js";
 import { validateSparseArgs } from "../../../src/mla/sparse/validateSparse.js";
 import { DeviceBuffer } from "../../../src/runtime/DeviceBuffer.js";
 import { dtypeSize, type DType } from "../../../src/runtime/dtype.js";
@@ -111,6 +112,17 @@ const POSITIONS: Position[] = [
   ),
   { fn: "quantizeKvCacheV32", argument: "kv", call: (v) => root.quantizeKvCacheV32(any(v)) },
   { fn: "dequantizeKvCacheV32", argument: "bytes", call: (v) => root.dequantizeKvCacheV32(any(v)) },
+  { fn: "writeKvCacheModel1", argument: undefined, call: (v) => root.writeKvCacheModel1(any(v)) },
+  ...fields("writeKvCacheModel1", { kv: [], slotMapping: [], cache: [], pageBlockSize: OPTIONAL, stream: OPTIONAL }, (field, v) =>
+    validateWriteKvCacheModel1Args(any({ kv: host([2, 512], "bf16"), slotMapping: host([2], "i32"), cache: host([1, 4, 1, 584], "u8"), [field]: v }), false),
+  ),
+  { fn: "quantizeKvCacheModel1", argument: "tokens", call: (v) => root.quantizeKvCacheModel1(any(v), { pageBlockSize: 4, numBlocks: 1 }) },
+  { fn: "quantizeKvCacheModel1", argument: "opts", call: (v) => root.quantizeKvCacheModel1(new Uint16Array(512), any(v)), accepts: ["a plain object", "an object without a prototype"] },
+  ...fields("quantizeKvCacheModel1", { pageBlockSize: [], numBlocks: ["0"], slotMapping: OPTIONAL, fill: [...OPTIONAL, "0"] }, (field, v) =>
+    root.quantizeKvCacheModel1(new Uint16Array(512), any({ pageBlockSize: 4, numBlocks: 1, [field]: v })),
+  ).map((p) => ({ ...p, argument: `opts.${p.argument}` })),
+  { fn: "dequantizeKvCacheModel1", argument: "cache", call: (v) => root.dequantizeKvCacheModel1(any(v), { pageBlockSize: 4, numBlocks: 1 }) },
+  { fn: "model1PageBytes", argument: "pageBlockSize", call: (v) => root.model1PageBytes(any(v)) },
   { fn: "bf16ArrayToF32", argument: "src", call: (v) => root.bf16ArrayToF32(any(v)), accepts: ["a Uint16Array"] },
   { fn: "fp16ArrayToF32", argument: "src", call: (v) => root.fp16ArrayToF32(any(v)), accepts: ["a Uint16Array"] },
   { fn: "f32ArrayToBf16", argument: "src", call: (v) => root.f32ArrayToBf16(any(v)), accepts: ["an array", "a Float32Array"] },
