@@ -1,5 +1,4 @@
 import type { BenchCase, Target } from "./cases.js";
-import { FP8_TOKEN_BYTES } from "../numeric/kvCacheFp8.js";
 import type { MlaCost } from "../roofline/mlaCost.js";
 import { achievedGbPerS, achievedTflops, percentOfCeiling, roofline, type Bound, type Roofs } from "../roofline/roofline.js";
 
@@ -14,7 +13,7 @@ export interface TargetVerdict extends Target {
 export interface BenchFigures {
   tflops: number;
   gbPerS: number;
-  /** Sparse: the FP8 cache bytes alone (N_unique · 656) over the time. */
+  /** Sparse: the FP8 cache bytes alone (N_unique · 656, or · 584 for MODEL1) over the time. */
   cacheReadGbPerS?: number;
   /** The roof that binds this call under `roofs`, by the cost model. */
   bound: Bound;
@@ -33,12 +32,12 @@ export interface BenchFigures {
  * TFLOPS, GB/s, % of the binding roof and the verdict on the case's first bar and goal, for a
  * call of `cost` that took `timeUs`. The binding roof is the cost model's (intensity against the
  * ridge of `roofs`), the same answer `flashmla roofline` gives. A memory-bound sparse case is quoted
- * by its FP8 cache read (N_unique · 656 bytes over the time).
+ * by its FP8 cache read (the cost model's cache bytes, N_unique · token bytes, over the time).
  */
-export function benchFigures(c: BenchCase, cost: Pick<MlaCost, "flop" | "bytes" | "nUnique">, timeUs: number, roofs: Roofs): BenchFigures {
+export function benchFigures(c: BenchCase, cost: Pick<MlaCost, "flop" | "bytes" | "cacheBytes">, timeUs: number, roofs: Roofs): BenchFigures {
   const tflops = achievedTflops(cost.flop, timeUs);
   const gbPerS = achievedGbPerS(cost.bytes, timeUs);
-  const cacheReadGbPerS = cost.nUnique === undefined ? undefined : achievedGbPerS(cost.nUnique * FP8_TOKEN_BYTES, timeUs);
+  const cacheReadGbPerS = cost.cacheBytes === undefined ? undefined : achievedGbPerS(cost.cacheBytes, timeUs);
   const bound = roofline(cost, roofs).bound;
   const headline: BenchFigures["headline"] =
     bound === "compute"

@@ -40,7 +40,7 @@ export interface BenchRecordResult {
   nUnique?: number;
   tflops?: number;
   gbPerS?: number;
-  /** Sparse: the FP8 cache bytes alone (N_unique · 656) over the median time. */
+  /** Sparse: the FP8 cache bytes alone (N_unique · 656, or · 584 for MODEL1) over the median time. */
   cacheReadGbPerS?: number;
   percentOfCeiling?: number;
   sets?: number;

@@ -22,14 +22,15 @@ const HEAD = ["case", "kernel", "µs median", "µs p90", "TFLOPS", "GB/s", "% ce
  * median and p90 time, TFLOPS, GB/s (for sparse cases the FP8 cache read, N_unique · 656 B over the
  * time), % of the binding measured roof, the bound, FlashMLA's anchor, the first bar and goal with a met/miss verdict, and
  * the correctness check; then the SM clock, power and clock-event reasons NVML sampled during each
- * case's timed calls, the seed's cycle budget of each sparse case and one note per case that is not
- * plainly ok.
+ * case's timed calls, the seed's cycle budget of each sparse case and a note for each case that is not
+ * plainly ok (one note for the cases that share a reason: the eight DeepSeek-V4 cases without kernels).
  */
 export function benchTable(results: readonly BenchCaseResult[], opts: BenchTableOptions = {}): string {
   const c = opts.colors ?? pc.createColors(false);
   // cli-table3 colours headers red by default; colour comes from picocolors only, on a TTY.
   const t = new Table({ head: HEAD.map((h) => c.bold(h)), style: { head: [], border: [], compact: true } });
-  const notes: string[] = [];
+  // Reason → the cases it applies to, in the order they first appear.
+  const notes = new Map<string, string[]>();
   const budgets: string[] = [];
   for (const r of results) {
     const fig = r.figures;
@@ -52,7 +53,7 @@ export function benchTable(results: readonly BenchCaseResult[], opts: BenchTable
       check,
     ]);
     if (r.cycleBudget !== undefined) budgets.push(`${r.case} (${r.kernel}): ${cycleBudgetText(r.cycleBudget)}`);
-    if (r.reason !== undefined) notes.push(`${r.case}: ${r.reason}`);
+    if (r.reason !== undefined) notes.set(r.reason, [...(notes.get(r.reason) ?? []), r.case]);
   }
   const lines = [t.toString()];
   lines.push(c.dim(`% ceil: achieved TFLOPS (compute-bound) or GB/s (memory-bound) over the ${opts.ceilingLabel ?? "measured"} roof; times are the whole call (main kernel + combine).`));
@@ -64,7 +65,7 @@ export function benchTable(results: readonly BenchCaseResult[], opts: BenchTable
     lines.push(c.dim(`NVML during each case's timed calls (median SM clock as NVML reports it, which can be above the clock the SMs run at; power is NVML's 1 s average; clock-event reasons seen): ${clocks.join("; ")}.`));
   }
   for (const b of budgets) lines.push(b);
-  for (const n of notes) lines.push(c.dim(`note: ${n}`));
+  for (const [reason, cases] of notes) lines.push(c.dim(`note: ${cases.join(", ")}: ${reason}`));
   return `${lines.join("\n")}\n`;
 }
 

@@ -1,5 +1,7 @@
+import { MODEL1_D_QK } from "../numeric/kvCacheModel1.js";
 import { expectedUniqueTokens, mlaCost, type MlaShape } from "../roofline/mlaCost.js";
 import { roofline, type Bound, type Roofs } from "../roofline/roofline.js";
+import type { Model1ExtraOptions } from "../testing/model1Case.js";
 
 /**
  * Cache lengths of a case's requests: one length for all, FlashMLA's varlen draw around a mean
@@ -31,13 +33,29 @@ export interface Anchor {
 
 /**
  * What counts as good enough: `metric op value`. `cacheReadGbPerS` is the FP8 cache bytes alone
- * (N_unique·656) over the time.
+ * (N_unique·656, or N_unique·584 for MODEL1) over the time.
  */
 export interface Target {
   metric: "tflops" | "gbPerS" | "timeUs" | "cacheReadGbPerS";
   op: ">=" | "<=";
   value: number;
   text: string;
+}
+
+/**
+ * A DeepSeek-V4 sparse decode case over the MODEL1 cache (584-byte tokens, d_qk = d_v = 512), drawn as
+ * FlashMLA's MODEL1 test draws it and makeModel1Case builds it: per cache, lengths max(trunc(N(s_k, s_k/2)), s_q)
+ * and distinct random positions per query row, −1 padded.
+ */
+export interface Model1BenchSpec {
+  /** Tokens per page of the main cache. */
+  pageBlockSize: number;
+  /** The second cache in the same softmax (extra_k_cache): its length, entries per row, page size, valid lengths. */
+  extra?: Model1ExtraOptions;
+  /** 512^-0.55, as FlashMLA's MODEL1 cases. */
+  softmaxScale: number;
+  /** attn_sink on: a third of the heads +inf, a third −inf. */
+  attnSink: boolean;
 }
 
 /** One named workload of the benchmark. */
@@ -52,8 +70,10 @@ export interface BenchCase {
   s_q: number;
   seqlens: SeqlensSpec;
   causal: boolean;
-  /** Sparse only: indices per query token. */
+  /** Sparse only: indices per query token (into the main cache). */
   topk?: number;
+  /** Sparse only: a DeepSeek-V4 case over the MODEL1 cache (else V3.2's 656-byte cache). */
+  model1?: Model1BenchSpec;
   note?: string;
   anchor?: Anchor;
   firstBar?: Target;
@@ -141,9 +161,78 @@ const LONG_CASES: BenchCase[] = [
   ),
 ];
 
+// DeepSeek-V4 over the MODEL1 cache (issue 34): FlashMLA's six MODEL1 performance cases as
+// ../shared/design/DEEPSEEK-V4.md defines them (its test file's "MODEL1 CONFIG1-4" and "peak"), s_q 2, sinks on,
+// with FlashMLA 9241ae3's H200 times (whole call, CUDA events, median of 40); then V4-Pro's 128 heads under
+// tensor parallel 8 and 4, which FlashMLA cannot run (64 or 128 heads only; engines pad to 64). The TFLOPS are
+// the cost model's for those times: FlashMLA's own print for cfg3 and cfg4 (180, 287) counts the
+// extra_topk_length it drew, ours its mean. No MODEL1 decode kernel exists yet, so runBenchCase reports them
+// as not available; `flashmla roofline --case NAME` gives each one's counts and bound.
+const V4_MAIN = { s_k: 16384, topk: 128, pageBlockSize: 256 } as const;
+const V4_SOFTMAX_SCALE = MODEL1_D_QK ** -0.55;
+const v4Case = (
+  name: string,
+  shape: Pick<BenchCase, "b" | "h_q"> & { s_k: number; topk: number; pageBlockSize: number; extra?: Model1ExtraOptions },
+  note: string,
+  flashMla?: { timeUs: number; tflops: number },
+): BenchCase => ({
+  name,
+  group: "v4",
+  kind: "sparse",
+  b: shape.b,
+  h_q: shape.h_q,
+  h_kv: 1,
+  s_q: 2,
+  seqlens: { kind: "varlen", mean: shape.s_k },
+  causal: false,
+  topk: shape.topk,
+  model1: {
+    pageBlockSize: shape.pageBlockSize,
+    ...(shape.extra !== undefined ? { extra: shape.extra } : {}),
+    softmaxScale: V4_SOFTMAX_SCALE,
+    attnSink: true,
+  },
+  note,
+  ...(flashMla === undefined
+    ? {}
+    : {
+        anchor: { timeUs: flashMla.timeUs, figure: tflops(flashMla.tflops) },
+        firstBar: atMost("timeUs", flashMla.timeUs, `≤ ${flashMla.timeUs} µs (FlashMLA)`),
+        goal: atMost("timeUs", flashMla.timeUs / 1.15, `≤ ${(flashMla.timeUs / 1.15).toFixed(1)} µs (1.15× FlashMLA)`),
+      }),
+});
+// The caches of DEEPSEEK-V4.md's table: tokens per request (mean), entries per query row, page size.
+const V4_PEAK = { s_k: 32768, topk: 16384, pageBlockSize: 64 } as const;
+const V4_EXTRA_512 = { s_k: 16384, topk: 512, pageBlockSize: 64 } as const;
+const V4_EXTRA_1024 = { s_k: 16384, topk: 1024, pageBlockSize: 64 } as const;
+const V4_EXTRA_VALID = { s_k: 16384, topk: 1024, pageBlockSize: 2, topkLengthRandom: true } as const;
+const V4_PRO_TP = "otherwise v4-cfg2's shape; FlashMLA has no time here (it takes 64 or 128 heads, engines pad to 64)";
+// What bounds each case, from the cost model on the H200's measured roofs (767 TFLOPS, 4138 GB/s, ridge ≈ 185).
+const V4_NOTES = {
+  cfg1: "V4-Flash, 128 + 512 entries per row in two caches: ≈ 168 FLOP/B, just below the ridge (≈ 185): memory-bound, floors ≈ 31 µs of reads, ≈ 28 µs of MMA",
+  cfg2: "V4-Pro, 128 + 1,024 entries per row in two caches: ≈ 330 FLOP/B, compute-bound, floors ≈ 101 µs of MMA, ≈ 57 µs of reads",
+  cfg3:
+    "V4-Flash, 128 + U[0, 1024] valid of 1,024 entries per row (pages of 2 in the extra cache): at the mean, v4-cfg1's counts, ≈ 168 FLOP/B, memory-bound, floors ≈ 31 µs of reads, ≈ 28 µs of MMA",
+  cfg4: "V4-Pro, 128 + U[0, 1024] valid of 1,024 entries per row (pages of 2 in the extra cache): ≈ 266 FLOP/B, compute-bound, floors ≈ 56 µs of MMA, ≈ 39 µs of reads",
+  peakH64: "one cache, 16,384 of 32K tokens per row: ≈ 294 FLOP/B, compute-bound, floors ≈ 829 µs of MMA, ≈ 523 µs of reads",
+  peakH128: "one cache, 16,384 of 32K tokens per row: ≈ 577 FLOP/B, compute-bound, floors ≈ 1658 µs of MMA, ≈ 532 µs of reads",
+  h16: `V4-Pro under tensor parallel 8 (16 of 128 heads), ${V4_PRO_TP}: ≈ 55 FLOP/B, memory-bound, floors ≈ 42 µs of reads (167 MB of FP8 cache), ≈ 13 µs of MMA`,
+  h32: `V4-Pro under tensor parallel 4 (32 of 128 heads), ${V4_PRO_TP}: ≈ 105 FLOP/B, memory-bound, floors ≈ 45 µs of reads, ≈ 25 µs of MMA`,
+} as const;
+const V4_CASES: BenchCase[] = [
+  v4Case("v4-cfg1", { b: 128, h_q: 64, ...V4_MAIN, extra: V4_EXTRA_512 }, V4_NOTES.cfg1, { timeUs: 90.9, tflops: 236 }),
+  v4Case("v4-cfg2", { b: 128, h_q: 128, ...V4_MAIN, extra: V4_EXTRA_1024 }, V4_NOTES.cfg2, { timeUs: 205.8, tflops: 376 }),
+  v4Case("v4-cfg3", { b: 128, h_q: 64, ...V4_MAIN, extra: V4_EXTRA_VALID }, V4_NOTES.cfg3, { timeUs: 121.7, tflops: 176 }),
+  v4Case("v4-cfg4", { b: 128, h_q: 128, ...V4_MAIN, extra: V4_EXTRA_VALID }, V4_NOTES.cfg4, { timeUs: 152.3, tflops: 282 }),
+  v4Case("v4-peak-h64", { b: 148, h_q: 64, ...V4_PEAK }, V4_NOTES.peakH64, { timeUs: 2056.6, tflops: 309 }),
+  v4Case("v4-peak-h128", { b: 148, h_q: 128, ...V4_PEAK }, V4_NOTES.peakH128, { timeUs: 2687.2, tflops: 473 }),
+  { ...v4Case("v4-h16", { b: 128, h_q: 16, ...V4_MAIN, extra: V4_EXTRA_1024 }, V4_NOTES.h16), goal: atLeast("cacheReadGbPerS", 3500, "≥ 3500 GB/s of FP8 cache read") },
+  v4Case("v4-h32", { b: 128, h_q: 32, ...V4_MAIN, extra: V4_EXTRA_1024 }, V4_NOTES.h32),
+];
+
 /**
  * Every named benchmark case (`flashmla bench --list`), with FlashMLA's anchor and our targets;
- * the dense-grid and long groups are expanded. Which roof binds is not written here: the cost model
+ * the dense-grid, long and v4 groups are expanded. Which roof binds is not written here: the cost model
  * decides it ({@link caseBound}), so every command gives the same answer.
  */
 export const BENCH_CASES: readonly BenchCase[] = [
@@ -302,7 +391,9 @@ export const BENCH_CASES: readonly BenchCase[] = [
     // Half of FlashMLA's sparse-v32-h64 time: padding 16 heads to 64 does 4× the MMA work.
     firstBar: atMost("timeUs", 112.5, "≤ ½ of FlashMLA's time at 64 heads (225 µs)"),
     goal: atLeast("cacheReadGbPerS", 3500, "≥ 3500 GB/s of FP8 cache read"),
-  },  ...LONG_CASES,
+  },
+  ...LONG_CASES,
+  ...V4_CASES,
 ];
 
 /** The case named `name`, or undefined. */
@@ -326,12 +417,30 @@ export function meanCacheLength(seqlens: SeqlensSpec): number {
 
 /**
  * The cost-model shape of a case. Sparse cases read the expected number of distinct tokens that
- * random indices touch (what the benchmark feeds), per request over its fixed cache length.
+ * random indices touch (what the benchmark feeds), per request over its fixed cache length; a MODEL1
+ * case sums that over its two caches at their mean lengths, with a random extra_topk_length at its
+ * mean, topk / 2 (docs/deepseek-v4.md §3).
  */
 export function benchCaseShape(c: BenchCase): MlaShape {
   const s_k = meanCacheLength(c.seqlens);
   if (c.kind === "dense") return { kind: "dense", b: c.b, h_q: c.h_q, h_kv: c.h_kv, s_q: c.s_q, s_k };
   const topk = c.topk ?? 0;
+  const m = c.model1;
+  if (m !== undefined) {
+    const extra = m.extra;
+    return {
+      kind: "sparse",
+      format: "model1",
+      b: c.b,
+      h_q: c.h_q,
+      s_q: c.s_q,
+      topk,
+      s_k,
+      ...(extra !== undefined
+        ? { extra: { s_k: extra.s_k, topk: extra.topk, ...(extra.topkLengthRandom === true ? { meanTopkLength: extra.topk / 2 } : {}) } }
+        : {}),
+    };
+  }
   return {
     kind: "sparse",
     b: c.b,

@@ -13,6 +13,7 @@ export const SPARSE_BENCH_PAGE_BLOCK_SIZE = 64;
 export function sparseBenchSpec(c: BenchCase, seqlens: readonly number[]): SparseCaseSpec {
   const fn = "sparseBenchSpec";
   if (c.kind !== "sparse" || c.topk === undefined) throw new ArgumentError(fn, "c", "a sparse case with a topk", `${c.kind} case ${c.name}`);
+  if (c.model1 !== undefined) throw new ArgumentError(fn, "c", "a V3.2 sparse case", `MODEL1 case ${c.name}`);
   if (seqlens.length !== c.b) throw new ArgumentError(fn, "seqlens", `${c.b} lengths`, `${seqlens.length}`);
   return { b: c.b, s_q: c.s_q, h_q: c.h_q, topk: c.topk, seqlens, pageBlockSize: SPARSE_BENCH_PAGE_BLOCK_SIZE, withSink: true, withTopkLength: false };
 }

@@ -1,5 +1,5 @@
 import { gpuCeilings, mmaFlopPerClockPerSm, referenceCeiling, type Ceiling, type GpuSpec } from "./gpus.js";
-import { mlaCost, type MlaCost, type MlaShape } from "./mlaCost.js";
+import { mlaCost, sparseFormatDims, type MlaCost, type MlaShape } from "./mlaCost.js";
 import { measuredPoint, roofline, type Bound, type MeasuredPoint, type RooflinePoint } from "./roofline.js";
 import { sparseCycleBudget, type SparseCycleBudget } from "./sparseCycles.js";
 
@@ -36,7 +36,8 @@ export interface RooflineReportOptions {
 /**
  * Places one MLA decode call on `gpu`'s roofline: FLOPs, bytes and intensity, then under each
  * known roof the ridge point, the binding roof and the ideal time; for a sparse FP8 call also the
- * seed's per-token cycle budget with and without crossover.
+ * seed's per-token cycle budget with and without crossover, for its token format's dims (V3.2: 576 + 512
+ * dims, 512 quantized; MODEL1: 512 + 512, 448 quantized).
  */
 export function rooflineReport(shape: MlaShape, gpu: GpuSpec, options: RooflineReportOptions = {}): RooflineReport {
   const cost = mlaCost(shape);
@@ -52,11 +53,13 @@ export function rooflineReport(shape: MlaShape, gpu: GpuSpec, options: RooflineR
   };
   if (options.measuredTimeUs !== undefined) report.measured = measuredPoint(cost, options.measuredTimeUs, ref);
   if (shape.kind === "sparse") {
+    const dims = sparseFormatDims(shape);
     const budget = sparseCycleBudget({
       h_q: shape.h_q,
       hPerCta: options.hPerCta,
-      d_qk: shape.d_qk,
-      d_v: shape.d_v,
+      d_qk: dims.d_qk,
+      d_v: dims.d_v,
+      dequantElements: dims.quantizedDims,
       mmaFlopPerClock: mmaFlopPerClockPerSm(gpu),
       peakTflops: ref.tflops,
     });

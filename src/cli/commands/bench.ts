@@ -14,6 +14,7 @@ import { gpuEnvironment } from "../../bench/gpuEnvironment.js";
 import { HEADLINE_CASES } from "../../bench/headlineCases.js";
 import { probeGpu, type GpuProbe } from "../../bench/probeGpu.js";
 import { resolveCeilings } from "../../bench/resolveCeilings.js";
+import { benchCaseKernel } from "../../bench/benchCaseKernel.js";
 import { runBenchCase, type BenchCaseResult } from "../../bench/runBenchCase.js";
 import { CROSSOVER_PARTNER, crossoverGain, crossoverGainText, wantsCrossoverGain, type CrossoverGain } from "../../bench/crossoverGain.js";
 import { chooseKernel } from "../../mla/chooseKernel.js";
@@ -62,6 +63,8 @@ Examples:
     $ flashmla bench --case dense-grid
   The sparse FP8 cases:
     $ flashmla bench --case sparse-v32 sparse-v32-h64 sparse-long-topk sparse-h16
+  DeepSeek-V4's MODEL1 cases (8; not available until their kernels exist):
+    $ flashmla bench --case v4
   The JSON record on stdout, for scripts:
     $ flashmla bench --case dense-mem-h16 --json
   What can be run:
@@ -70,9 +73,11 @@ Examples:
 The cases (--list shows each shape): FlashMLA's benchmark shapes at b = 128 (compute-bound at 128
 heads, memory-bound at 16 and 64, FlashMLA's 16-case dense grid), one 32K request (dense-b1), an
 uneven batch (dense-uneven), short contexts (dense-short-h16), DeepSeek V3.2's sparse FP8 decode
-at 128, 64 and 16 heads (topk 2048, and 32768 for sparse-long-topk), and long contexts of few requests
-(the long group: 16K-128K tokens, MTP, 16 heads). Each carries FlashMLA's time on an
-H200 under this harness and our targets (first bar, goal).
+at 128, 64 and 16 heads (topk 2048, and 32768 for sparse-long-topk), long contexts of few requests
+(the long group: 16K-128K tokens, MTP, 16 heads), and DeepSeek-V4's sparse decode over the MODEL1
+cache (the v4 group: FlashMLA's six MODEL1 cases, two caches in one softmax, and 16 and 32 heads;
+reported as not available, with their cost and bound, until the MODEL1 kernels exist). Each carries
+FlashMLA's time on an H200 under this harness and our targets (first bar, goal).
 Each case: ≥ 4 input sets built on the GPU (together well over the L2), warm-up, then the whole call
 (main kernel + combine) between CUDA events, median of --iters; its output is checked against the
 float64 CPU reference on sampled rows. Sparse cases use FlashMLA's benchmark data (distinct random
@@ -94,7 +99,7 @@ export function registerBenchCommand(program: Command, deps: GpuCommandDeps = {}
   const cmd = program
     .command("bench")
     .description("Time named MLA decode cases on the GPU through flashMlaWithKvcache: µs, TFLOPS, GB/s, % of the measured ceiling, FlashMLA's figure, targets")
-    .addOption(new Option("--case <names...>", "cases to run (names from --list, comma-separated or repeated; dense-grid = its 16 cases, long = its 6)"))
+    .addOption(new Option("--case <names...>", "cases to run (names from --list, comma-separated or repeated; dense-grid = its 16 cases, long = its 6, v4 = its 8)"))
     .addOption(new Option("--all", "run every case"))
     .addOption(new Option("--iters <n>", "timed calls per case (median of these; at least 20)").argParser(intAtLeast(20)).default(40))
     .addOption(new Option("--seed <n>", "seed of the lengths, block tables and data").argParser(nonNegativeInteger).default(1))
@@ -196,7 +201,8 @@ export function runBench(req: BenchRequest, device: Device, io: CliIo, deps: Gpu
     }
     progress.stop();
 
-    const kernelLabel = [...new Set(results.map((r) => r.kernel))].join(" + ");
+    // A case no kernel serves yet ("none") adds nothing to the kernels the run used.
+    const kernelLabel = [...new Set(results.map((r) => r.kernel))].filter((k) => k !== "none").join(" + ") || "no kernel";
     record = benchRecord({
       gpu: env,
       commit,
@@ -289,10 +295,14 @@ function listText(cache: CeilingsCache): string {
   const lines = ["Cases, each with the kernel flashMlaWithKvcache runs for it and the roof that binds it on an H200:"];
   for (const c of BENCH_CASES) {
     const lens = c.seqlens.kind === "fixed" ? `s_k ${c.seqlens.s_k}` : c.seqlens.kind === "varlen" ? `s_k ~${c.seqlens.mean} varlen` : `s_k ${c.seqlens.values.join("/")}`;
-    const head = HEADLINE_CASES.includes(c.name) ? " [headline]" : "";
-    lines.push(`  ${c.name.padEnd(28)} ${c.kind.padEnd(6)} ${chooseKernel(c).padEnd(18)} b=${c.b} h_q=${c.h_q} s_q=${c.s_q} ${lens}${c.causal ? " causal" : ""}${c.topk !== undefined ? ` topk ${c.topk}` : ""}  (${caseBound(c, roofs)})${head}`);
+    const e = c.model1?.extra;
+    const extra = e === undefined ? "" : ` + extra s_k ~${e.s_k} topk ${e.topk}${e.topkLengthRandom === true ? ` (valid U[0, ${e.topk}])` : ""}`;
+    const kernel = benchCaseKernel(c);
+    const head = HEADLINE_CASES.includes(c.name) ? " [headline]" : kernel === "none" ? " [no kernel]" : "";
+    lines.push(`  ${c.name.padEnd(28)} ${c.kind.padEnd(6)} ${kernel.padEnd(18)} b=${c.b} h_q=${c.h_q} s_q=${c.s_q} ${lens}${c.causal ? " causal" : ""}${c.topk !== undefined ? ` topk ${c.topk}` : ""}${extra}  (${caseBound(c, roofs)})${head}`);
   }
   lines.push("[headline]: what flashmla start (npm start) runs. Any case in detail: flashmla roofline --case NAME");
+  lines.push("[no kernel]: DeepSeek-V4 (MODEL1) cases; their decode kernels are not built yet (docs/deepseek-v4.md), so bench reports them as not available");
   return `${lines.join("\n")}\n`;
 }
 

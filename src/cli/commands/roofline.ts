@@ -6,8 +6,7 @@ import { CeilingsCache } from "../../bench/CeilingsCache.js";
 import { cliIo } from "../../bench/cliIo.js";
 import { BENCH_CASES, benchCaseByName, benchCaseShape, meanCacheLength, type BenchCase, type Target } from "../../bench/cases.js";
 import { GPU_KEYS, getGpuSpec, gpuSpecFromName, type GpuKey, type GpuSpec, type MeasuredCeilings } from "../../roofline/gpus.js";
-import { FP8_TOKEN_BYTES } from "../../numeric/kvCacheFp8.js";
-import { expectedUniqueTokens, type MlaShape } from "../../roofline/mlaCost.js";
+import { expectedUniqueTokens, mlaCost, sparseFormatDims, type ExtraCacheShape, type MlaShape, type SparseFormat } from "../../roofline/mlaCost.js";
 import { rooflineReport, type RooflineReport } from "../../roofline/rooflineReport.js";
 import { CASE_LIST_HINT, unknownCaseFailure } from "../caseNames.js";
 import { reportCommanderErrors, reportFailure, USAGE_EXIT_CODE, type CliFailure } from "../cliErrors.js";
@@ -40,6 +39,10 @@ interface RooflineOptions {
   sk?: number;
   fp8?: boolean;
   topk?: number;
+  format?: SparseFormat;
+  extraTopk?: number;
+  extraSk?: number;
+  extraTopkLength?: number;
   gpu: string;
   tflops?: number;
   gbps?: number;
@@ -55,6 +58,8 @@ Examples:
     $ flashmla roofline --b 128 --hq 16 --sk 8k --gpu h800
   Sparse FP8, with the per-token cycle budget:
     $ flashmla roofline --b 128 --hq 128 --sq 2 --sk 32k --fp8 --topk 2048
+  DeepSeek-V4 (MODEL1 cache) with a second cache in the same softmax (v4-cfg1's shape):
+    $ flashmla roofline --b 128 --hq 64 --sq 2 --sk 16k --format model1 --topk 128 --extra-topk 512
   A named benchmark case (flashmla bench --list names them), with FlashMLA's time and our targets:
     $ flashmla roofline --case dense-compute
   A measured time against the roofs and targets, as JSON:
@@ -64,10 +69,12 @@ FLOPs and bytes follow FlashMLA's benchmark formulas, with s̄ the mean cache le
   dense   FLOP = 2·b·h_q·s_q·s̄·(576 + 512); bytes = 2·b·(s_q·h_q·576 + s̄·h_kv·576 + s_q·h_q·512)
   sparse  FLOP = 2·h_q·N·(576 + 512) with N = b·s_q·topk; bytes = 2·b·s_q·h_q·(576 + 512) + N_unique·656,
           N_unique the distinct tokens random indices read
+  MODEL1  FLOP = 2·h_q·N·(512 + 512) with N = b·s_q·(topk + extra_topk, or its mean valid length);
+          bytes = 2·b·s_q·h_q·(512 + 512) + N_unique·584, N_unique summed over both caches
 Causal masking is ignored in the counts. The bound is the roof the intensity meets first (below the
 ridge: memory); the measured roofs are this machine's (flashmla ceilings) when it has measured them,
 else an H200's. FlashMLA's times are on an H200 with our harness. More: docs/dense-decode.md and
-docs/sparse-decode.md in the repository.
+docs/sparse-decode.md and docs/deepseek-v4.md in the repository.
 With --json, stdout is one JSON document: the report, or { "error": … } on a failure.
 Exit status: 0 ok, 1 an error, ${USAGE_EXIT_CODE} bad command line.`;
 
@@ -88,6 +95,10 @@ export function registerRooflineCommand(program: Command, deps: RooflineCommandD
     .addOption(new Option("--sk <n>", "mean cache length s̄_k (8192 or 8k)").argParser(positiveInteger))
     .addOption(new Option("--fp8", "sparse decode over the FP8 cache (needs --topk)"))
     .addOption(new Option("--topk <n>", "indices per query token (sparse)").argParser(positiveInteger))
+    .addOption(new Option("--format <name>", "sparse token format: v32 (DeepSeek-V3.2, 656 B, d_qk 576) or model1 (DeepSeek-V4, 584 B, d_qk = d_v = 512); implies --fp8").choices(["v32", "model1"]))
+    .addOption(new Option("--extra-topk <n>", "sparse: indices per query token into a second cache in the same softmax (extra_k_cache)").argParser(positiveInteger))
+    .addOption(new Option("--extra-sk <n>", "sparse: the second cache's length (default --sk)").argParser(positiveInteger))
+    .addOption(new Option("--extra-topk-length <x>", "sparse: mean valid indices per query token into the second cache (extra_topk_length; default --extra-topk)").argParser(nonNegativeNumber))
     .addOption(new Option("--gpu <name>", "GPU whose roofs to use").choices([...GPU_KEYS, "detect"]).default("h200"))
     .addOption(new Option("--tflops <x>", "measured tensor peak, overrides the measured roof's").argParser(positiveNumber))
     .addOption(new Option("--gbps <x>", "measured read bandwidth in GB/s, overrides the measured roof's").argParser(positiveNumber))
@@ -141,7 +152,7 @@ async function rooflineOutput(resolved: ResolvedShape, opts: RooflineOptions, de
     const caseJson =
       benchCase === undefined
         ? undefined
-        : { name: benchCase.name, causal: benchCase.causal, seqlens: benchCase.seqlens, note: benchCase.note, anchor, firstBar: benchCase.firstBar, goal: benchCase.goal };
+        : { name: benchCase.name, causal: benchCase.causal, seqlens: benchCase.seqlens, model1: benchCase.model1, note: benchCase.note, anchor, firstBar: benchCase.firstBar, goal: benchCase.goal };
     return `${JSON.stringify({ case: caseJson, timeSource, measuredSource, notes, ...report }, null, 2)}\n`;
   }
   return renderText(report, { benchCase, timeSource, measuredSource, notes, colors, gpu, targetsMeasured: opts.time !== undefined });
@@ -151,6 +162,12 @@ function positiveInteger(value: string): number {
   const m = /^(\d+)([kK]?)$/.exec(value.trim());
   const n = m === null ? NaN : Number(m[1]) * (m[2] === "" ? 1 : 1024);
   if (!Number.isSafeInteger(n) || n <= 0) throw new InvalidArgumentError("expected a positive integer (8192 or 8k).");
+  return n;
+}
+
+function nonNegativeNumber(value: string): number {
+  const n = value.trim() === "" ? NaN : Number(value);
+  if (!Number.isFinite(n) || n < 0) throw new InvalidArgumentError("expected a number >= 0.");
   return n;
 }
 
@@ -178,7 +195,8 @@ function resolveShape(opts: RooflineOptions, usage: (message: string, hint?: str
       usage(f.message, f.hint);
     }
   }
-  const given = [opts.b, opts.hq, opts.hkv, opts.sq, opts.sk, opts.topk, opts.fp8].some((v) => v !== undefined);
+  const extraGiven = [opts.extraTopk, opts.extraSk, opts.extraTopkLength].some((v) => v !== undefined);
+  const given = extraGiven || [opts.b, opts.hq, opts.hkv, opts.sq, opts.sk, opts.topk, opts.fp8, opts.format].some((v) => v !== undefined);
   if (c !== undefined && !given) return { shape: benchCaseShape(c), case: c, overridden: false };
 
   const b = opts.b ?? c?.b;
@@ -187,7 +205,7 @@ function resolveShape(opts: RooflineOptions, usage: (message: string, hint?: str
   const s_q = opts.sq ?? c?.s_q ?? 1;
   const s_k = opts.sk ?? (c === undefined ? undefined : meanCacheLength(c.seqlens));
   const topk = opts.topk ?? c?.topk;
-  const fp8 = opts.fp8 === true || c?.kind === "sparse";
+  const fp8 = opts.fp8 === true || opts.format !== undefined || c?.kind === "sparse";
   for (const [flag, v] of [["--b <n>", b], ["--hq <n>", h_q], ["--sk <n>", s_k]] as const) {
     if (v === undefined) usage(`required option '${flag}' not specified (or give --case NAME)`);
   }
@@ -197,6 +215,7 @@ function resolveShape(opts: RooflineOptions, usage: (message: string, hint?: str
   let shape: MlaShape;
   if (!fp8) {
     if (topk !== undefined) usage("--topk applies to sparse decode over the FP8 cache: add --fp8");
+    if (extraGiven) usage("--extra-topk, --extra-sk and --extra-topk-length apply to sparse decode over the FP8 cache: add --fp8");
     shape = { kind: "dense", b: B, h_q: HQ, h_kv, s_q, s_k: SK };
   } else {
     if (topk === undefined) usage("--fp8 needs --topk <n> (sparse decode attends topk tokens per query token)");
@@ -204,11 +223,37 @@ function resolveShape(opts: RooflineOptions, usage: (message: string, hint?: str
     if (h_kv !== 1) usage(`sparse FP8 decode has one KV head, got --hkv ${h_kv}`);
     if (!Number.isInteger(SK)) usage(`sparse decode needs a whole cache length, got ${SK}`);
     if (TOPK > SK) usage(`--topk ${TOPK} exceeds the cache length --sk ${SK}`);
-    shape = { kind: "sparse", b: B, h_q: HQ, s_q, topk: TOPK, nUnique: expectedUniqueTokens(B, SK, s_q, TOPK) };
+    // The case's format and second cache carry over unless the command line replaces them.
+    const caseShape = c === undefined ? undefined : benchCaseShape(c);
+    const caseSparse = caseShape?.kind === "sparse" ? caseShape : undefined;
+    const format = opts.format ?? caseSparse?.format ?? "v32";
+    const extra = resolveExtra(opts, caseSparse?.extra, SK, usage);
+    // V3.2 over one cache keeps its precomputed count; otherwise the cost model sums it over the caches.
+    shape =
+      format === "v32" && extra === undefined
+        ? { kind: "sparse", b: B, h_q: HQ, s_q, topk: TOPK, nUnique: expectedUniqueTokens(B, SK, s_q, TOPK) }
+        : { kind: "sparse", ...(format !== "v32" ? { format } : {}), b: B, h_q: HQ, s_q, topk: TOPK, s_k: SK, ...(extra !== undefined ? { extra } : {}) };
   }
   // Options that restate the case (--case sparse-v32 --fp8 --topk 2048) keep its figures; only a
   // different shape drops them.
   return { shape, case: c, overridden: c !== undefined && !sameShape(shape, benchCaseShape(c)) };
+}
+
+/**
+ * The second cache from --extra-topk, --extra-sk and --extra-topk-length over the case's (`base`): a new
+ * --extra-topk drops the case's mean valid length; the length defaults to the main cache's, `s_k`.
+ */
+function resolveExtra(opts: RooflineOptions, base: ExtraCacheShape | undefined, s_k: number, usage: (message: string) => never): ExtraCacheShape | undefined {
+  const topk = opts.extraTopk ?? base?.topk;
+  if (topk === undefined) {
+    if (opts.extraSk !== undefined || opts.extraTopkLength !== undefined) usage("--extra-sk and --extra-topk-length describe a second cache: add --extra-topk <n>");
+    return undefined;
+  }
+  const extraSk = opts.extraSk ?? base?.s_k ?? s_k;
+  const mean = opts.extraTopkLength ?? (opts.extraTopk === undefined ? base?.meanTopkLength : undefined);
+  if (topk > extraSk) usage(`--extra-topk ${topk} exceeds the second cache's length ${extraSk} (--extra-sk)`);
+  if (mean !== undefined && mean > topk) usage(`--extra-topk-length ${mean} exceeds --extra-topk ${topk}`);
+  return { s_k: extraSk, topk, ...(mean !== undefined ? { meanTopkLength: mean } : {}) };
 }
 
 /** Whether two cost-model shapes describe the same call (same counts, so the same FLOPs and bytes). */
@@ -216,7 +261,11 @@ export function sameShape(x: MlaShape, y: MlaShape): boolean {
   const close = (a: number | undefined, b: number | undefined) => a === b || (a !== undefined && b !== undefined && Math.abs(a - b) <= 1e-9 * Math.max(Math.abs(a), Math.abs(b)));
   if (x.kind !== y.kind || x.b !== y.b || x.h_q !== y.h_q || x.s_q !== y.s_q) return false;
   if (x.kind === "dense" && y.kind === "dense") return (x.h_kv ?? 1) === (y.h_kv ?? 1) && close(x.s_k, y.s_k);
-  if (x.kind === "sparse" && y.kind === "sparse") return x.topk === y.topk && close(x.nAttended, y.nAttended) && close(x.nUnique, y.nUnique);
+  if (x.kind === "sparse" && y.kind === "sparse") {
+    // The counts come from the cost model: a MODEL1 shape gives its caches' lengths, not N_unique.
+    const [cx, cy] = [mlaCost(x), mlaCost(y)];
+    return (x.format ?? "v32") === (y.format ?? "v32") && x.topk === y.topk && close(cx.nAttended, cy.nAttended) && close(cx.nUnique, cy.nUnique) && close(cx.bytes, cy.bytes);
+  }
   return false;
 }
 
@@ -261,21 +310,21 @@ function renderText(r: RooflineReport, ctx: RenderContext): string {
   const { colors: c, gpu } = ctx;
   const lines: string[] = [];
   const s = r.shape;
-  const kind = s.kind === "dense" ? "dense bf16" : "sparse FP8";
+  const kind = s.kind === "dense" ? "dense bf16" : s.format === "model1" ? "sparse FP8, DeepSeek-V4 MODEL1 cache (d_qk = d_v = 512)" : "sparse FP8";
   lines.push(c.bold(`MLA decode roofline: ${kind} on ${gpu.name}`) + ` (${gpu.sms} SMs, max SM clock ${gpu.maxSmClockMhz} MHz)`);
   const dims =
     s.kind === "dense"
       ? `b=${s.b} h_q=${s.h_q} h_kv=${s.h_kv ?? 1} s_q=${s.s_q} s̄_k=${fmt(s.s_k, Number.isInteger(s.s_k) ? 0 : 2)}`
-      : `b=${s.b} h_q=${s.h_q} h_kv=1 s_q=${s.s_q} topk=${s.topk ?? "-"}`;
+      : `b=${s.b} h_q=${s.h_q} h_kv=1 s_q=${s.s_q} topk=${s.topk ?? "-"}${s.s_k !== undefined ? ` s_k=${fmt(s.s_k, 0)}` : ""}${extraText(s.extra)}`;
   const caseText = ctx.benchCase === undefined ? "" : `   case ${ctx.benchCase.name}${ctx.benchCase.causal ? ", causal" : ""}`;
   lines.push(`shape      ${dims}${caseText}`);
   lines.push("");
   lines.push(`FLOPs      ${fmtInt(r.cost.flop)}  (${fmt(r.cost.flop / 1e9, 2)} GFLOP)`);
   lines.push(`bytes      ${fmtInt(r.cost.bytes)}  (${fmt(r.cost.bytes / 1e9, 3)} GB)`);
-  if (r.cost.nAttended !== undefined) {
+  if (r.cost.nAttended !== undefined && s.kind === "sparse") {
     lines.push(
       `tokens     ${fmtInt(r.cost.nAttended)} attended, ${fmtInt(r.cost.nUnique ?? r.cost.nAttended)} distinct read` +
-        ` (expected for random indices, ${FP8_TOKEN_BYTES} B each)`,
+        ` (expected for random indices${s.extra !== undefined ? " over both caches" : ""}, ${sparseFormatDims(s).tokenBytes} B each)`,
     );
   }
   lines.push(`intensity  ${fmt(r.cost.intensity, 2)} FLOP/byte`);
@@ -350,7 +399,7 @@ function targetMet(t: Target, m: NonNullable<RooflineReport["measured"]>, r: Roo
         ? m.gbPerS
         : t.metric === "timeUs"
           ? m.timeUs
-          : ((r.cost.nUnique ?? 0) * FP8_TOKEN_BYTES) / (m.timeUs * 1e3);
+          : (r.cost.cacheBytes ?? 0) / (m.timeUs * 1e3);
   return t.op === ">=" ? value >= t.value : value <= t.value;
 }
 
@@ -359,6 +408,13 @@ function table(c: ReturnType<typeof pc.createColors>, head: string[]): Table.Tab
   return new Table({ head: head.map((h) => c.bold(h)), style: { head: [], border: [], compact: true } });
 }
 
+
+/** " + extra topk=512 s_k=16384" (with "(mean valid 512)" for a valid length), or "" without a second cache. */
+function extraText(e: ExtraCacheShape | undefined): string {
+  if (e === undefined) return "";
+  const mean = e.meanTopkLength === undefined ? "" : ` (mean valid ${fmt(e.meanTopkLength, Number.isInteger(e.meanTopkLength) ? 0 : 1)})`;
+  return ` + extra topk=${e.topk}${mean}${e.s_k !== undefined ? ` s_k=${fmt(e.s_k, 0)}` : ""}`;
+}
 
 function fmtInt(x: number): string {
   return Math.round(x).toLocaleString("en-US");

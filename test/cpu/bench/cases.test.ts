@@ -51,7 +51,7 @@ test("BENCH_CASES holds the six long-context cases of issue 37 as the long group
     assert.deepEqual(c.firstBar, { metric: "timeUs", op: "<=", value: c.anchor?.timeUs, text: `≤ ${c.anchor?.timeUs} µs (FlashMLA)` }, c.name);
     assert.ok((c.note ?? "") !== "" && !(c.note ?? "").includes("\n"), c.name);
   }
-  assert.deepEqual([...new Set(BENCH_CASES.flatMap((c) => (c.group !== undefined ? [c.group] : [])))], ["dense-grid", "long"]);
+  assert.deepEqual([...new Set(BENCH_CASES.flatMap((c) => (c.group !== undefined ? [c.group] : [])))], ["dense-grid", "long", "v4"]);
 });
 
 test("the long cases' notes agree with the cost model on the measured H200 roofs", () => {
@@ -93,6 +93,7 @@ test("BENCH_CASES shapes are the benchmark's shapes", () => {
   assert.equal(c("sparse-long-topk").topk, 32768);
   for (const s of BENCH_CASES.filter((x) => x.kind === "sparse")) {
     assert.equal(s.h_kv, 1, s.name);
+    assert.ok(s.model1?.extra === undefined || s.model1.extra.topk <= s.model1.extra.s_k, s.name);
     assert.ok(s.topk !== undefined && s.topk % 64 === 0 && s.topk <= meanCacheLength(s.seqlens), s.name);
   }
   for (const d of BENCH_CASES.filter((x) => x.kind === "dense")) assert.equal(d.topk, undefined, d.name);
@@ -111,14 +112,14 @@ test("every FlashMLA anchor figure comes out of the formulas within rounding", (
       checked++;
     }
   }
-  // 11 for the named cases, 6 + long-b1-128k's GB/s for the long group.
-  assert.equal(checked, 18);
+  // 11 for the named cases, 6 + long-b1-128k's GB/s for the long group, FlashMLA's six MODEL1 cases.
+  assert.equal(checked, 24);
 });
 
 test("caseBound() is the cost model's answer on the measured H200 roofs: dense-b1 is past the ridge, so compute", () => {
   const measured = gpuCeilings(GPUS.h200).find((r) => r.label === "measured");
   assert.ok(measured !== undefined);
-  const memory = new Set(["dense-mem-h16", "dense-mem-h64", "dense-uneven", "dense-short-h16", "sparse-h16", "long-b32-64k-h16"]);
+  const memory = new Set(["dense-mem-h16", "dense-mem-h64", "dense-uneven", "dense-short-h16", "sparse-h16", "long-b32-64k-h16", "v4-cfg1", "v4-cfg3", "v4-h16", "v4-h32"]);
   for (const c of BENCH_CASES) {
     assert.equal(caseBound(c, measured), memory.has(c.name) ? "memory" : "compute", c.name);
     assert.equal(caseBound(c, measured), roofline(mlaCost(benchCaseShape(c)), measured).bound, c.name);
@@ -147,4 +148,84 @@ test("sparse-h16's first bar is half of FlashMLA's 64-head time", () => {
   assert.equal(h16?.firstBar?.metric, "timeUs");
   assert.equal(h16?.firstBar?.value, (h64?.anchor?.timeUs ?? 0) / 2);
   assert.equal(h16?.goal?.metric, "cacheReadGbPerS");
+});
+
+test("BENCH_CASES holds DeepSeek-V4's cases as the v4 group: FlashMLA's six MODEL1 cases, then 16 and 32 heads", () => {
+  const v4 = BENCH_CASES.filter((c) => c.group === "v4");
+  const main = (c: (typeof v4)[number]) => [c.b, c.h_q, c.s_q, meanCacheLength(c.seqlens), c.topk, c.model1?.pageBlockSize];
+  const extra = (c: (typeof v4)[number]) => {
+    const e = c.model1?.extra;
+    return e === undefined ? "none" : [e.s_k, e.topk, e.pageBlockSize, e.topkLengthRandom === true ? "U[0, topk]" : "-"];
+  };
+  // ../shared/design/DEEPSEEK-V4.md: h_q; main cache s_k, topk, page; extra cache s_k, topk, page; extra_topk_length.
+  assert.deepEqual(v4.map((c) => [c.name, ...main(c), extra(c)]), [
+    ["v4-cfg1", 128, 64, 2, 16384, 128, 256, [16384, 512, 64, "-"]],
+    ["v4-cfg2", 128, 128, 2, 16384, 128, 256, [16384, 1024, 64, "-"]],
+    ["v4-cfg3", 128, 64, 2, 16384, 128, 256, [16384, 1024, 2, "U[0, topk]"]],
+    ["v4-cfg4", 128, 128, 2, 16384, 128, 256, [16384, 1024, 2, "U[0, topk]"]],
+    ["v4-peak-h64", 148, 64, 2, 32768, 16384, 64, "none"],
+    ["v4-peak-h128", 148, 128, 2, 32768, 16384, 64, "none"],
+    ["v4-h16", 128, 16, 2, 16384, 128, 256, [16384, 1024, 64, "-"]],
+    ["v4-h32", 128, 32, 2, 16384, 128, 256, [16384, 1024, 64, "-"]],
+  ]);
+  for (const c of v4) {
+    assert.equal(c.kind, "sparse", c.name);
+    assert.equal(c.h_kv, 1, c.name);
+    assert.equal(c.causal, false, c.name);
+    // FlashMLA's MODEL1 data: lengths max(trunc(N(s_k, s_k/2)), s_q) per cache, softmax scale 512^-0.55, sinks on.
+    assert.equal(c.seqlens.kind, "varlen", c.name);
+    assert.equal(c.model1?.softmaxScale, 512 ** -0.55, c.name);
+    assert.equal(c.model1?.attnSink, true, c.name);
+    assert.ok((c.note ?? "") !== "" && !(c.note ?? "").includes("\n"), c.name);
+  }
+  // FlashMLA 9241ae3 on the H200 (DEEPSEEK-V4.md): the first bar is its time, the goal 1.15× faster.
+  const six = v4.slice(0, 6);
+  assert.deepEqual(six.map((c) => c.anchor?.timeUs), [90.9, 205.8, 121.7, 152.3, 2056.6, 2687.2]);
+  for (const c of six) {
+    const t = c.anchor!.timeUs;
+    assert.deepEqual(c.firstBar, { metric: "timeUs", op: "<=", value: t, text: `≤ ${t} µs (FlashMLA)` }, c.name);
+    assert.deepEqual(c.goal, { metric: "timeUs", op: "<=", value: t / 1.15, text: `≤ ${(t / 1.15).toFixed(1)} µs (1.15× FlashMLA)` }, c.name);
+  }
+  // docs/deepseek-v4.md §3's column "1.15 × FlashMLA".
+  assert.deepEqual(six.map((c) => c.goal?.text.match(/≤ ([\d.]+) µs/)?.[1]), ["79.0", "179.0", "105.8", "132.4", "1788.3", "2336.7"]);
+  // 16 and 32 heads: FlashMLA cannot run them, so no anchor and no first bar; 16 heads carry the issue's cache-read goal.
+  const [h16, h32] = v4.slice(6);
+  for (const c of [h16, h32]) {
+    assert.equal(c.anchor, undefined, c.name);
+    assert.equal(c.firstBar, undefined, c.name);
+    assert.match(c.note ?? "", /otherwise v4-cfg2's shape/, c.name);
+    assert.match(c.note ?? "", new RegExp(`tensor parallel ${c.h_q === 16 ? 8 : 4} \\(${c.h_q} of 128 heads\\)`), c.name);
+  }
+  assert.deepEqual(h16.goal, { metric: "cacheReadGbPerS", op: ">=", value: 3500, text: "≥ 3500 GB/s of FP8 cache read" });
+  assert.equal(h32.goal, undefined);
+});
+
+test("the v4 cases' notes agree with the cost model on the measured H200 roofs", () => {
+  const measured = gpuCeilings(GPUS.h200).find((r) => r.label === "measured");
+  assert.ok(measured !== undefined);
+  for (const c of BENCH_CASES.filter((x) => x.group === "v4")) {
+    const r = roofline(mlaCost(benchCaseShape(c)), measured);
+    const note = c.note ?? "";
+    // "≈ 168 FLOP/B", "compute-bound" or "memory-bound", "floors ≈ 28 µs of MMA, ≈ 31 µs of reads" (in either order).
+    assert.equal(Number(/≈ (\d+) FLOP\/B/.exec(note)?.[1]), Math.round(r.intensity), c.name);
+    assert.match(note, new RegExp(`${r.bound}-bound`), c.name);
+    assert.equal(Number(/≈ (\d+) µs of MMA/.exec(note)?.[1]), Math.round(r.computeUs), c.name);
+    assert.equal(Number(/≈ (\d+) µs of reads/.exec(note)?.[1]), Math.round(r.memoryUs), c.name);
+  }
+  // v4-h16's 167 MB of FP8 cache: 3500 GB/s of it is ≤ 47.8 µs.
+  const h16 = mlaCost(benchCaseShape(benchCaseByName("v4-h16")!));
+  assert.equal(Math.round(h16.cacheBytes! / 1e6), 167);
+  assert.equal((h16.cacheBytes! / 3500e3).toFixed(1), "47.8");
+});
+
+test("benchCaseShape() gives a v4 case the MODEL1 form: both caches' lengths, a random valid length at its mean", () => {
+  assert.deepEqual(benchCaseShape(benchCaseByName("v4-cfg1")!), {
+    kind: "sparse", format: "model1", b: 128, h_q: 64, s_q: 2, topk: 128, s_k: 16384, extra: { s_k: 16384, topk: 512 },
+  });
+  assert.deepEqual(benchCaseShape(benchCaseByName("v4-cfg4")!), {
+    kind: "sparse", format: "model1", b: 128, h_q: 128, s_q: 2, topk: 128, s_k: 16384, extra: { s_k: 16384, topk: 1024, meanTopkLength: 512 },
+  });
+  assert.deepEqual(benchCaseShape(benchCaseByName("v4-peak-h128")!), { kind: "sparse", format: "model1", b: 148, h_q: 128, s_q: 2, topk: 16384, s_k: 32768 });
+  // v4-cfg3 counts as v4-cfg1 at the mean valid length: the same FLOPs and bytes (docs/deepseek-v4.md §3).
+  assert.deepEqual(mlaCost(benchCaseShape(benchCaseByName("v4-cfg3")!)), mlaCost(benchCaseShape(benchCaseByName("v4-cfg1")!)));
 });

@@ -52,7 +52,7 @@ export function timedResult(name: string, timeUs: number, roofs: { tflops: numbe
  */
 export function sparseTimedResult(name: string, timeUs: number, kernel?: KernelName): BenchCaseResult {
   const r = timedResult(name, timeUs);
-  kernel ??= r.kernel;
+  kernel ??= chooseKernel(benchCaseByName(name)!);
   const crossover = kernel === "sparse_h128x_bf16";
   return { ...r, kernel, cycleBudget: benchCycleBudget(r.shape.h_q, { crossover, peakTflops: ROOFS.tflops, measuredTflops: r.figures!.tflops }) };
 }

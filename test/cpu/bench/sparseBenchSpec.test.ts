@@ -4,8 +4,11 @@ import { BENCH_CASES, benchCaseByName } from "../../../src/bench/cases.js";
 import { benchCaseSeqlens } from "../../../src/bench/benchCaseSeqlens.js";
 import { sparseBenchSpec } from "../../../src/bench/sparseBenchSpec.js";
 
+// The V3.2 cases; the v4 group's MODEL1 cases are makeModel1Case's data, not this spec's.
+const V32_SPARSE = BENCH_CASES.filter((c) => c.kind === "sparse" && c.model1 === undefined);
+
 test("sparseBenchSpec() gives each sparse case FlashMLA's benchmark data: fixed lengths, sink on, no topkLength, pages of 64", () => {
-  const sparse = BENCH_CASES.filter((c) => c.kind === "sparse");
+  const sparse = V32_SPARSE;
   assert.deepEqual(sparse.map((c) => c.name), ["sparse-v32", "sparse-v32-h64", "sparse-long-topk", "sparse-h16"]);
   for (const c of sparse) {
     const spec = sparseBenchSpec(c, benchCaseSeqlens(c, 1));
@@ -16,10 +19,12 @@ test("sparseBenchSpec() gives each sparse case FlashMLA's benchmark data: fixed 
   }
   assert.throws(() => sparseBenchSpec(benchCaseByName("dense-b1")!, [32768]), /sparseBenchSpec\(\): argument 'c': expected a sparse case with a topk, got dense case dense-b1/);
   assert.throws(() => sparseBenchSpec(benchCaseByName("sparse-h16")!, [1]), /expected 128 lengths/);
+  const v4 = benchCaseByName("v4-cfg1")!;
+  assert.throws(() => sparseBenchSpec(v4, benchCaseSeqlens(v4, 1)), /sparseBenchSpec\(\): argument 'c': expected a V3.2 sparse case, got MODEL1 case v4-cfg1/);
 });
 
 test("four input sets of every sparse case fit well within an H200's 141 GB (each set is the whole 2.7 GB cache)", () => {
-  for (const c of BENCH_CASES.filter((x) => x.kind === "sparse")) {
+  for (const c of V32_SPARSE) {
     const spec = sparseBenchSpec(c, benchCaseSeqlens(c, 1));
     // As makeGpuSparseCase allocates: q bf16, the FP8 cache with one spare block, the indices.
     const numBlocks = spec.seqlens.reduce((a, n) => a + Math.ceil(n / 64), 0) + 1;

@@ -1,5 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { BENCH_CASES, benchCaseShape } from "../../../src/bench/cases.js";
+import { mlaCost } from "../../../src/roofline/mlaCost.js";
 import { runRoofline as run } from "./runCommand.js";
 
 const DENSE_COMPUTE = ["--b", "128", "--hq", "128", "--sq", "1", "--sk", "8192"];
@@ -138,6 +140,14 @@ test("flashmla roofline exits 2 with a message for a bad command line", async ()
     [["--case", "dense-grid"], /^flashmla roofline: case 'dense-grid' is a grid of 16 cases; name one, e\.g\. dense-grid-sq1-4k \(try flashmla bench --list\)\n$/],
     [[...DENSE_COMPUTE, "--time", "-3"], /option '--time <us>' argument '-3' is invalid/],
     [[...DENSE_COMPUTE, "--bogus"], /^flashmla roofline: unknown option '--bogus' \(run flashmla roofline --help\)\n$/],
+    [[...DENSE_COMPUTE, "--extra-topk", "64"], /--extra-topk, --extra-sk and --extra-topk-length apply to sparse decode over the FP8 cache: add --fp8/],
+    [[...DENSE_COMPUTE, "--format", "v4"], /argument 'v4' is invalid\. Allowed choices are v32, model1/],
+    [["--b", "1", "--hq", "64", "--sk", "1k", "--format", "model1"], /--fp8 needs --topk/],
+    [["--b", "1", "--hq", "64", "--sk", "1k", "--fp8", "--topk", "64", "--extra-sk", "512"], /--extra-sk and --extra-topk-length describe a second cache: add --extra-topk <n>/],
+    [["--b", "1", "--hq", "64", "--sk", "1k", "--fp8", "--topk", "64", "--extra-topk", "2048"], /--extra-topk 2048 exceeds the second cache's length 1024 \(--extra-sk\)/],
+    [["--b", "1", "--hq", "64", "--sk", "4k", "--fp8", "--topk", "64", "--extra-topk", "512", "--extra-topk-length", "600"], /--extra-topk-length 600 exceeds --extra-topk 512/],
+    [["--case", "v4-cfg1", "--extra-topk-length", "-1"], /option '--extra-topk-length <x>' argument '-1' is invalid\. expected a number >= 0/],
+    [["--case", "v4"], /^flashmla roofline: case 'v4' is a grid of 8 cases; name one, e\.g\. v4-cfg1 \(try flashmla bench --list\)\n$/],
   ];
   for (const [args, message] of cases) {
     const r = await run(args);
@@ -212,4 +222,78 @@ test("flashmla roofline uses this machine's measured ceilings from the cache whe
   assert.match((await run([...DENSE_COMPUTE, "--gpu", "h100"], { cache: h100 })).out, /measured +│ 876 +│ 4579 /);
   // --tflops replaces the cached compute roof and keeps its bandwidth.
   assert.match((await run([...DENSE_COMPUTE, "--tflops", "800"], { cache })).out, /measured +│ 800 +│ 4579 /);
+});
+
+test("flashmla roofline --case v4-cfg1 prints the MODEL1 counts, its bound, FlashMLA's time and the MODEL1 cycle budget", async () => {
+  const r = await run(["--case", "v4-cfg1"]);
+  assert.equal(r.code, 0, r.err);
+  assert.match(r.out, /^MLA decode roofline: sparse FP8, DeepSeek-V4 MODEL1 cache \(d_qk = d_v = 512\) on NVIDIA H200 SXM/);
+  assert.match(r.out, /^shape +b=128 h_q=64 h_kv=1 s_q=2 topk=128 s_k=16384 \+ extra topk=512 s_k=16384 +case v4-cfg1$/m);
+  // docs/deepseek-v4.md §3: 21.5 GFLOP, 128 MB, 168 FLOP/B, floors 28 µs of MMA and 31 µs of reads.
+  assert.match(r.out, /^FLOPs +21,474,836,480 +\(21\.47 GFLOP\)$/m);
+  assert.match(r.out, /^bytes +127,966,208 +\(0\.128 GB\)$/m);
+  assert.match(r.out, /^tokens +163,840 attended, 161,664 distinct read \(expected for random indices over both caches, 584 B each\)$/m);
+  assert.match(r.out, /^intensity +167\.82 FLOP\/byte$/m);
+  assert.match(r.out, /^bound +memory \(intensity below the measured ridge, 185\.4 FLOP\/byte\)$/m);
+  assert.match(r.out, /measured .*767 .*4138 .*185\.4 .*memory .*28\.0 .*30\.9 .*30\.9/);
+  assert.match(r.out, /FlashMLA on H200 \(anchor\): 90\.9 µs = 236\.2 TFLOPS/);
+  assert.match(r.out, /targets: first bar ≤ 90\.9 µs \(FlashMLA\); goal ≤ 79\.0 µs \(1\.15× FlashMLA\)/);
+  assert.match(r.out, /note: V4-Flash, .*memory-bound/);
+  // 64·(512 + 512)·2 / 4096 = 32 MMA clk; 448 quantized dims: the seed's 43.75 clk, 11.6 at the H200's whole-SM rate.
+  assert.match(r.out, /→ 32\.0 MMA clk/);
+  assert.match(r.out, /seed \(Guide throughputs\) +│ no +│ 32\.0 +│ 43\.8 +│ dequant /);
+  assert.match(r.out, /H200 measured, whole SM +│ no +│ 32\.0 +│ 11\.6 +│ MMA /);
+});
+
+test("flashmla roofline --case gives every v4 case the cost model's counts and bound", async () => {
+  for (const c of BENCH_CASES.filter((x) => x.group === "v4")) {
+    const r = await run(["--case", c.name, "--json"]);
+    assert.equal(r.code, 0, `${c.name}: ${r.err}`);
+    const j = JSON.parse(r.out);
+    assert.equal(j.case.name, c.name);
+    assert.deepEqual(j.case.model1, c.model1, c.name);
+    assert.deepEqual(j.shape, benchCaseShape(c), c.name);
+    assert.deepEqual(j.cost, mlaCost(benchCaseShape(c)), c.name);
+    assert.equal(j.bound, ["v4-cfg1", "v4-cfg3", "v4-h16", "v4-h32"].includes(c.name) ? "memory" : "compute", c.name);
+    // 64 heads per CTA · (512 + 512) · 2 FLOP per token at ≈ 4096 FLOP/clk; the seed dequantizes 448 dims in 43.75 clk.
+    assert.equal(j.cycleBudget.mmaCycles.toFixed(1), "32.0", c.name);
+    assert.equal(j.cycleBudget.rows[0].dequantCycles, 43.75, c.name);
+    assert.equal(j.measured?.timeUs, c.anchor?.timeUs, c.name);
+  }
+});
+
+test("flashmla roofline builds MODEL1 shapes from flags, keeps a restated v4 case and its format under overrides", async () => {
+  const cfg1 = JSON.parse((await run(["--case", "v4-cfg1", "--json"])).out);
+  // The same call from flags, and the case restated by them: its figures stay.
+  const flags = ["--b", "128", "--hq", "64", "--sq", "2", "--sk", "16k", "--format", "model1", "--topk", "128", "--extra-topk", "512"];
+  const built = JSON.parse((await run([...flags, "--json"])).out);
+  assert.deepEqual(built.cost, cfg1.cost);
+  assert.equal(built.case, undefined);
+  const restated = JSON.parse((await run(["--case", "v4-cfg1", ...flags, "--json"])).out);
+  assert.equal(restated.case?.name, "v4-cfg1");
+  assert.equal(restated.measured.timeUs, 90.9);
+  assert.doesNotMatch(restated.notes.join(" "), /differs/);
+  // v4-cfg3 from flags: the second cache's mean valid length.
+  const cfg3 = JSON.parse((await run(["--case", "v4-cfg3", "--json"])).out);
+  const cfg3Flags = ["--b", "128", "--hq", "64", "--sq", "2", "--sk", "16k", "--format", "model1", "--topk", "128", "--extra-topk", "1024", "--extra-topk-length", "512"];
+  assert.deepEqual(JSON.parse((await run([...cfg3Flags, "--json"])).out).cost, cfg3.cost);
+  // An override keeps the case's format and second cache, and drops its anchor.
+  const h64 = JSON.parse((await run(["--case", "v4-cfg2", "--hq", "64", "--json"])).out);
+  assert.deepEqual(h64.shape, { kind: "sparse", format: "model1", b: 128, h_q: 64, s_q: 2, topk: 128, s_k: 16384, extra: { s_k: 16384, topk: 1024 } });
+  assert.equal(h64.case, undefined);
+  assert.match(h64.notes.join(" "), /the shape differs from case v4-cfg2/);
+  // --format v32 turns a v4 case into V3.2's format: a different call.
+  const v32 = JSON.parse((await run(["--case", "v4-cfg1", "--format", "v32", "--json"])).out);
+  assert.equal(v32.shape.format, undefined);
+  assert.equal(v32.case, undefined);
+  assert.equal(v32.cost.flop, 2 * 64 * 128 * 2 * 640 * (576 + 512));
+  // V3.2 over one cache keeps its old shape: the precomputed N_unique.
+  const plain = JSON.parse((await run(["--b", "128", "--hq", "128", "--sq", "2", "--sk", "32k", "--format", "v32", "--topk", "2048", "--json"])).out);
+  assert.deepEqual(plain.shape, { kind: "sparse", b: 128, h_q: 128, s_q: 2, topk: 2048, nUnique: 507_904 });
+});
+
+test("flashmla roofline --case v4-h16 --time judges the FP8 cache read of 584-byte tokens", async () => {
+  // 286,592 distinct tokens · 584 B = 167.4 MB: 3500 GB/s of it is ≤ 47.8 µs.
+  assert.match((await run(["--case", "v4-h16", "--time", "47.5"])).out, /goal ≥ 3500 GB\/s of FP8 cache read \[met\]/);
+  assert.match((await run(["--case", "v4-h16", "--time", "48"])).out, /goal ≥ 3500 GB\/s of FP8 cache read \[not met\]/);
 });
