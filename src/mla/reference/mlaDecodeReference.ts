@@ -34,20 +34,24 @@ const NAN_BITS = { bf16: 0x7fc0, fp16: 0x7e00 } as const;
 /**
  * FlashMLA's MLA decode (`flash_mla_with_kvcache`) on the CPU with float64 accumulation: the
  * reference the GPU kernels are checked against. Dense (paged bf16/fp16 KV cache, block table,
- * optional causal mask) when `indices` is absent; sparse when present: an FP8 KV cache addressed by
+ * optional causal mask) when `indices` is absent, with DeepSeek-V3.2's head (q's d_qk 576) or
+ * DeepSeek-V4's (d_qk 512, the cache's rows as wide); sparse when present: an FP8 KV cache addressed by
  * physical token ids, in DeepSeek-V3.2's V32 format (q's d_qk 576) or DeepSeek-V4's MODEL1 format
  * (d_qk 512), with optional topk lengths, attention sink and a second cache (extraKCache,
  * extraIndices, extraTopkLength) whose tokens join the first cache's in one softmax. All arguments are
  * checked before any work; see {@link MlaDecodeReferenceArgs} for shapes and rules.
  *
  * For each row, scores s = softmax_scale · Σ_d q·k over the visible keys (d < d_qk), lse = ln Σ exp(s)
- * and out = Σ exp(s − lse) · v, v being dims 0..511 of each key (V32: its NoPE part; MODEL1: all of
- * it). Sparse keys are the valid index entries of both caches, a repeated id once per appearance.
+ * and out = Σ exp(s − lse) · v, v being dims 0..511 of each key (d_qk 576: its NoPE part; d_qk 512:
+ * all of it). Sparse keys are the valid index entries of both caches, a repeated id once per appearance.
  * With a sink, out *= 1 / (1 + exp(sink − lse)) and lse stays. A row that sees no key gets out 0 and
  * lse +inf, whatever its sink.
  *
  * @example
  * const { out, lse } = mlaDecodeReference({ q, kCache, blockTable, cacheSeqlens, headDimV: 512, causal: true });
+ * @example
+ * // DeepSeek-V4 dense: q [b, s_q, h_q, 512], kCache [num_blocks, 64, h_kv, 512], both bf16 (or both fp16)
+ * mlaDecodeReference({ q, kCache, blockTable, cacheSeqlens, headDimV: 512 });
  * @example
  * // DeepSeek-V4: q [b, s_q, h_q, 512]; both caches [num_blocks, pbs, 1, 584] with block stride model1PageBytes(pbs)
  * mlaDecodeReference({ q, kCache, indices, topkLength, extraKCache, extraIndices, extraTopkLength, attnSink, headDimV: 512, isFp8Kvcache: true });

@@ -16,17 +16,18 @@ export interface ReferenceRow {
 
 /**
  * Arguments of {@link mlaDecodeReference}: FlashMLA's `flash_mla_with_kvcache` arguments as host tensors.
- * Dense when `indices` is absent, sparse (FP8 KV cache) when it is present. The sparse cache's format
- * follows q's last dim: 576 reads DeepSeek-V3.2's V32 cache (656-byte tokens, V = dims 0..511), 512
- * DeepSeek-V4's MODEL1 cache (584-byte tokens, V = the whole row). Tensors may be strided views. The
+ * Dense when `indices` is absent, sparse (FP8 KV cache) when it is present. On both paths the format
+ * follows q's last dim d_qk: 576 is DeepSeek-V3.2's head (V = dims 0..511; sparse: the V32 cache of
+ * 656-byte tokens), 512 DeepSeek-V4's (V = the whole row; sparse: the MODEL1 cache of 584-byte
+ * tokens; dense: a bf16/fp16 cache of 512-wide rows). Tensors may be strided views. The
  * reference is wider than FlashMLA's sm90 sparse kernel so that small cases can check it: any h_q and
  * topk ≥ 1, and topkLength and the extra cache with either format.
  */
 export interface MlaDecodeReferenceArgs {
-  /** [b, s_q, h_q, d_qk]; d_qk 576 (dense, sparse V32) or 512 (sparse MODEL1); bf16 or fp16 (dense), bf16 (sparse). */
+  /** [b, s_q, h_q, d_qk]; d_qk 576 (V3.2: dense, sparse V32) or 512 (V4: dense, sparse MODEL1); bf16 or fp16 (dense), bf16 (sparse). */
   q: Tensor;
   /**
-   * Dense: [num_blocks, page_block_size=64, h_kv, 576] in q's dtype.
+   * Dense: [num_blocks, page_block_size=64, h_kv, d_qk] in q's dtype, d_qk being q's last dim (576 or 512).
    * Sparse V32 (q's d_qk 576): [num_blocks, page_block_size, 1, 656] u8 or fp8_e4m3; the token stride
    * must be 656 bytes, the block stride may be larger.
    * Sparse MODEL1 (q's d_qk 512): [num_blocks, page_block_size, 1, 584] u8 or fp8_e4m3 with strides
@@ -39,11 +40,11 @@ export interface MlaDecodeReferenceArgs {
   blockTable?: Tensor;
   /** [b] i32, number of cached tokens of each request (dense only). */
   cacheSeqlens?: Tensor;
-  /** Must be 512 (the V part is dims 0..511 of each cached token: V32's NoPE dims, MODEL1's whole row). */
+  /** Must be 512 (the V part is dims 0..511 of each cached token: with d_qk 576 its NoPE dims, with d_qk 512 the whole row). */
   headDimV: number;
   /**
    * Multiplies q·k before the softmax.
-   * @default 1 / sqrt(d_qk): 1/24 for d_qk 576
+   * @default 1 / sqrt(d_qk): 1/24 for d_qk 576, 512^−0.5 for d_qk 512
    */
   softmaxScale?: number;
   /**
@@ -138,12 +139,12 @@ export function referenceArgs(args: MlaDecodeReferenceArgs, rows?: readonly Refe
   const path = sparse ? "the sparse path (indices given)" : "the dense path (no indices)";
 
   const q = hostTensor("q", args.q);
-  const qDims = sparse ? `[b, s_q, h_q, ${D_QK} or ${MODEL1_D_QK}]` : `[b, s_q, h_q, ${D_QK}]`;
-  if (q.rank !== 4) throw new ArgumentError(FN, "q", `rank 4 ${qDims}`, `shape ${formatShape(q.shape)}`);
+  if (q.rank !== 4) throw new ArgumentError(FN, "q", `rank 4 [b, s_q, h_q, ${D_QK} or ${MODEL1_D_QK}]`, `shape ${formatShape(q.shape)}`);
   const [b, s_q, h_q, d_qk] = q.shape;
-  if (!sparse && d_qk !== D_QK) throw new ArgumentError(FN, "q", `last dim d_qk = ${D_QK}`, `shape ${formatShape(q.shape)}`);
-  if (sparse && d_qk !== D_QK && d_qk !== MODEL1_D_QK) {
-    throw new ArgumentError(FN, "q", `last dim d_qk = ${D_QK} (the V32 cache) or ${MODEL1_D_QK} (the MODEL1 cache) on ${path}`, `shape ${formatShape(q.shape)}`);
+  // d_qk picks the head: V3.2's 576 or V4's 512 (MODEL1_D_QK), on the sparse path also the cache format.
+  if (d_qk !== D_QK && d_qk !== MODEL1_D_QK) {
+    const choices = sparse ? `${D_QK} (the V32 cache) or ${MODEL1_D_QK} (the MODEL1 cache)` : `${D_QK} or ${MODEL1_D_QK}`;
+    throw new ArgumentError(FN, "q", `last dim d_qk = ${choices} on ${path}`, `shape ${formatShape(q.shape)}`);
   }
   if (b < 1 || s_q < 1 || h_q < 1) throw new ArgumentError(FN, "q", "b, s_q and h_q ≥ 1", `shape ${formatShape(q.shape)}`);
   const qDtypes: DType[] = sparse ? ["bf16"] : ["bf16", "fp16"];
@@ -175,8 +176,9 @@ export function referenceArgs(args: MlaDecodeReferenceArgs, rows?: readonly Refe
     }
     if (args.isFp8Kvcache === true) throw new ArgumentError(FN, "isFp8Kvcache", `false on ${path}`, "true");
     if (kCache.dtype !== dtype) throw new ArgumentError(FN, "kCache", `dtype ${dtype} (q's dtype)`, kCache.dtype);
-    if (kLast !== D_QK || page_block_size !== DENSE_PAGE_BLOCK_SIZE || h_kv < 1 || h_q % h_kv !== 0) {
-      throw new ArgumentError(FN, "kCache", `shape [num_blocks, ${DENSE_PAGE_BLOCK_SIZE}, h_kv, ${D_QK}] with h_q (${h_q}) % h_kv == 0`, `shape ${formatShape(kCache.shape)}`);
+    if (kLast !== d_qk) throw new ArgumentError(FN, "kCache", `last dim ${d_qk} (q's d_qk)`, `shape ${formatShape(kCache.shape)}`);
+    if (page_block_size !== DENSE_PAGE_BLOCK_SIZE || h_kv < 1 || h_q % h_kv !== 0) {
+      throw new ArgumentError(FN, "kCache", `shape [num_blocks, ${DENSE_PAGE_BLOCK_SIZE}, h_kv, ${d_qk}] with h_q (${h_q}) % h_kv == 0`, `shape ${formatShape(kCache.shape)}`);
     }
 
     const cache_seqlens = intVector("cacheSeqlens", args.cacheSeqlens, [b], "[b]");

@@ -341,7 +341,7 @@ describe("mlaDecodeReference() MODEL1 and extra-cache validation", () => {
   const cases: RejectionCase[] = [
     ["sparse q rank 3", () => ({ ...model1(), q: Tensor.zerosHost([1, 1, 512], "bf16") }), "argument 'q': expected rank 4 [b, s_q, h_q, 576 or 512], got shape [1, 1, 512]"],
     ["sparse q d_qk 500", () => ({ ...model1(), q: Tensor.zerosHost([1, 1, 1, 500], "bf16") }), "argument 'q': expected last dim d_qk = 576 (the V32 cache) or 512 (the MODEL1 cache) on the sparse path (indices given), got shape [1, 1, 1, 500]"],
-    ["dense q d_qk 512", () => ({ ...dense(), q: Tensor.zerosHost([1, 1, 1, 512], "bf16") }), "argument 'q': expected last dim d_qk = 576, got shape [1, 1, 1, 512]"],
+    ["dense q d_qk 512 with a 576-wide kCache", () => ({ ...dense(), q: Tensor.zerosHost([1, 1, 1, 512], "bf16") }), "argument 'kCache': expected last dim 512 (q's d_qk), got shape [1, 64, 1, 576]"],
     ["a V32 cache with a 512-dim q", () => ({ ...model1(), kCache: v32Cache() }), "argument 'kCache': expected shape [num_blocks, page_block_size ≥ 1, 1, 584] (the MODEL1 format, which q's d_qk = 512 selects), got shape [1, 4, 1, 656]"],
     ["a MODEL1 cache with a 576-dim q", () => ({ ...v32(), kCache: model1Cache([vec512({})], 4) }), "argument 'kCache': expected shape [num_blocks, page_block_size ≥ 1, 1, 656] (the V32 format, which q's d_qk = 576 selects), got shape [1, 4, 1, 584]"],
     ["MODEL1 kCache bf16", () => ({ ...model1(), kCache: Tensor.zerosHost([1, 2, 1, 584], "bf16") }), "argument 'kCache': expected dtype u8 or fp8_e4m3 on the sparse path (indices given), got bf16"],

@@ -5,7 +5,7 @@ import { fp16BitsToF32 } from "../../../../src/numeric/fp16.js";
 import { fp8E4m3ToF32 } from "../../../../src/numeric/fp8e4m3.js";
 import { mlaDecodeReference, type MlaDecodeReferenceArgs } from "../../../../src/mla/reference/mlaDecodeReference.js";
 import type { Tensor } from "../../../../src/runtime/Tensor.js";
-import { D_QK, D_V } from "../../../../src/mla/contract/shape.js";
+import { D_V } from "../../../../src/mla/contract/shape.js";
 
 /** outF32 and lse are f64 results rounded once to f32: allow that rounding plus 1e-12 relative. */
 const F64_AGREEMENT = { abs: 1e-15, rel: 2 ** -24 + 1e-12 };
@@ -48,7 +48,7 @@ export function naiveAttention(args: MlaDecodeReferenceArgs): NaiveResult {
   const out = new Float64Array(b * s_q * h_q * D_V);
   const lse = new Float64Array(b * h_q * s_q);
   const decodeHalf = args.q.dtype === "fp16" ? fp16BitsToF32 : bf16BitsToF32;
-  const q = elements(args.q, decodeHalf); // [b, s_q, h_q, 576]
+  const q = elements(args.q, decodeHalf); // [b, s_q, h_q, d_qk]
 
   for (let i = 0; i < b; i++) {
     // Query rows of request i, numbered r = j·h_q + h, each with its own key matrix and mask.
@@ -121,18 +121,18 @@ function elements(t: Tensor, decode: (x: number) => number): Float64Array {
   return Float64Array.from(host, decode);
 }
 
-/** Request i's keys of kv head g as a dense [len, 576] matrix, found through the block table. */
+/** Request i's keys of kv head g as a dense [len, d_qk] matrix (d_qk: the cache's last dim, 576 or 512), found through the block table. */
 function gatherDense(args: MlaDecodeReferenceArgs, i: number, g: number, len: number, decode: (x: number) => number): Float64Array {
   const table = args.blockTable!.contiguousHost();
   const max_blocks = table.shape[1];
   const blockIds = table.host as Int32Array;
-  const [, page, h_kv] = args.kCache.shape;
+  const [, page, h_kv, d_qk] = args.kCache.shape;
   const cache = args.kCache.contiguousHost().host as Uint16Array;
-  const keys = new Float64Array(len * D_QK);
+  const keys = new Float64Array(len * d_qk);
   for (let t = 0; t < len; t++) {
     const block = blockIds[i * max_blocks + Math.floor(t / page)];
-    const src = ((block * page + (t % page)) * h_kv + g) * D_QK;
-    for (let d = 0; d < D_QK; d++) keys[t * D_QK + d] = decode(cache[src + d]);
+    const src = ((block * page + (t % page)) * h_kv + g) * d_qk;
+    for (let d = 0; d < d_qk; d++) keys[t * d_qk + d] = decode(cache[src + d]);
   }
   return keys;
 }
