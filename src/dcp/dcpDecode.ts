@@ -83,7 +83,7 @@ export function dcpDecode(ranks: readonly DcpRankArgs[], opts: { form: DcpForm; 
   const form = opts?.form;
   if (form !== "allGather" && form !== "allReduce" && form !== "reduceScatter") throw new ArgumentError(fn, "opts.form", '"allGather", "allReduce" or "reduceScatter"', describeValue(form));
   const n = ranks[0].step instanceof DcpStep ? ranks[0].step.ranks : 0;
-  ranks.forEach((r, i) => checkRank(fn, r, i, n));
+  ranks.forEach((r, i) => checkRankArgs(fn, r, i, n));
   const virtual = ranks[0].comm === undefined;
   if (virtual) {
     if (ranks.some((r) => r.comm !== undefined)) throw new ArgumentError(fn, "ranks[].comm", "on every rank or on none", "on some");
@@ -101,7 +101,8 @@ export function dcpDecode(ranks: readonly DcpRankArgs[], opts: { form: DcpForm; 
   // Virtual ranks share rank 0's buffers; each real rank gathers into its own.
   const bufs = ranks.map((r, i) => (virtual && i > 0 ? undefined : r.step.gatherBuffers({ b, s_q, h_q }, dtype)));
   const buf = (i: number) => bufs[virtual ? 0 : i]!;
-  const slot = (i: number) => sliceParts(buf(i), ranks[i].step.rank, { b, s_q, h_q });
+  const slots = ranks.map((r, i) => sliceParts(buf(i), r.step.rank, { b, s_q, h_q }));
+  const slot = (i: number) => slots[i];
 
   // 1. Each rank decodes its shard into its slot of the gather buffers, without the sink.
   ranks.forEach((r, i) => decodeShard(r, slot(i)));
@@ -172,7 +173,7 @@ function decodeShard(r: DcpRankArgs, into: { out: Tensor; lse: Tensor<"f32"> }):
   flashMlaWithKvcache({ ...common, q: flatQ, blockTable: step.blockTable, cacheSeqlens: step.cacheSeqlens, causal: false, out: flatOut, lse: flatLse });
 }
 
-function checkRank(fn: string, r: DcpRankArgs, i: number, n: number): void {
+function checkRankArgs(fn: string, r: DcpRankArgs, i: number, n: number): void {
   if (r === null || typeof r !== "object") throw new ArgumentError(fn, `ranks[${i}]`, "a DcpRankArgs object", describeValue(r));
   if (!(r.step instanceof DcpStep)) throw new ArgumentError(fn, `ranks[${i}].step`, "a DcpStep", describeValue(r.step));
   if (r.step.ranks !== n) throw new ArgumentError(fn, `ranks[${i}].step`, `a step of ${n} ranks (as ranks[0])`, `${r.step.ranks} ranks`);
