@@ -3,6 +3,7 @@ import { checkSameDevice, checkScalar, checkStream, checkTensor } from "../mla/c
 import { launchKernel, loadKernel } from "../mla/contract/kernelRegistry.js";
 import { DcpMergeParamsStruct } from "../mla/contract/params.js";
 import { D_V } from "../mla/contract/shape.js";
+import { decodeOutputs } from "../mla/decodeOutputs.js";
 import type { Stream } from "../runtime/Stream.js";
 import { Tensor } from "../runtime/Tensor.js";
 
@@ -124,7 +125,7 @@ export function dcpMerge(args: DcpMergeArgs): { out: Tensor<"bf16" | "fp16">; ls
   checkLseOut(fn, args.lse, shape);
   checkSameDevice(fn, { outParts: parts, lseParts: args.lseParts, attnSink: args.attnSink, out: args.out, lse: args.lse });
   const stream = checkStream(fn, args.stream, { name: "outParts", tensor: parts });
-  const { out, lse } = allocate(parts, [b, s_q, h_q, D_V], shape, args.out, args.lse);
+  const { out, lse } = decodeOutputs(shape, parts.dtype, parts.deviceOrdinal, { out: args.out, lse: args.lse });
   launchDcpMerge({ o: parts, oPartStride: parts.strides[0], oFirst: 0, oCount: ranks, lseParts: args.lseParts, attnSink: args.attnSink, dst: out, lse, headsPerChunk: h_q, chunkStride: 0, shape, stream });
   return { out: out as Tensor<"bf16" | "fp16">, lse };
 }
@@ -151,7 +152,7 @@ export function dcpRescale(args: DcpRescaleArgs): { term: Tensor; lse: Tensor<"f
   checkLseOut(fn, args.lse, shape);
   checkSameDevice(fn, { out: o, lseParts: args.lseParts, attnSink: args.attnSink, term: args.term, lse: args.lse });
   const stream = checkStream(fn, args.stream, { name: "out", tensor: o });
-  const { out: term, lse } = allocate(o, termShape, shape, args.term, args.lse);
+  const { out: term, lse } = decodeOutputs(shape, o.dtype, o.deviceOrdinal, { out: args.term, lse: args.lse }, termShape);
   const headsPerChunk = h_q / chunks;
   launchDcpMerge({ o, oPartStride: 0, oFirst: rank, oCount: 1, lseParts: args.lseParts, attnSink: args.attnSink, dst: term, lse, headsPerChunk, chunkStride: b * s_q * headsPerChunk * D_V, shape, stream });
   return { term, lse };
@@ -160,15 +161,4 @@ export function dcpRescale(args: DcpRescaleArgs): { term: Tensor; lse: Tensor<"f
 function isContiguousPart(t: Tensor): boolean {
   const [, , s_q, h_q] = t.shape;
   return t.strides[4] === 1 && t.strides[3] === D_V && t.strides[2] === h_q * D_V && t.strides[1] === s_q * h_q * D_V;
-}
-
-/** The caller's outputs where given, else new ones; frees what it allocated if a later allocation fails. */
-function allocate(like: Tensor, outShape: number[], shape: { b: number; s_q: number; h_q: number }, out?: Tensor, lse?: Tensor): { out: Tensor; lse: Tensor<"f32"> } {
-  const o = out ?? Tensor.emptyDevice(outShape, like.dtype, like.deviceOrdinal);
-  try {
-    return { out: o, lse: (lse as Tensor<"f32"> | undefined) ?? Tensor.emptyDevice([shape.b, shape.h_q, shape.s_q], "f32", like.deviceOrdinal) };
-  } catch (e) {
-    if (out === undefined) o.dispose();
-    throw e;
-  }
 }
