@@ -1,7 +1,7 @@
-// A deliberately simple fp32 GPU reference for dense MLA decode: one CTA per output row (request, query
-// token, head), plain loops, no tensor cores, natural-log softmax with a running max. The tests check it
-// against the float64 CPU reference on small shapes and then use it to check every element of the
-// large shapes, where the CPU reference can only afford a sample of rows.
+// A deliberately simple fp32 GPU reference for dense and sparse MLA decode: one CTA per output row
+// (request, query token, head), plain loops, no tensor cores, natural-log softmax with a running max. The
+// tests check it against the float64 CPU reference on small shapes and then use it to check every element
+// of the large shapes, where the CPU reference can only afford a sample of rows.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include "../mla/params.h"
@@ -80,55 +80,121 @@ extern "C" __global__ void __launch_bounds__(THREADS) mla_dense_reference_fp32(c
 }
 
 namespace {
-// One dequantized value of a V32 token: e4m3 byte times its tile's f32 scale (dims < 512), or the bf16
-// RoPE value (dims 512..575). Exact in f32 for power-of-two scales; no rounding to bf16 here, which the
-// kernel's bf16 dequantization reproduces exactly for the scales the writer produces.
-__device__ __forceinline__ float v32_value(const uint8_t* token, int d) {
-  if (d >= 512) return __uint_as_float(static_cast<uint32_t>(reinterpret_cast<const uint16_t*>(token + 528)[d - 512]) << 16);
-  const uint32_t c = token[d];
+// The two sparse cache formats, byte for byte as src/numeric/kvCacheFp8.ts (V32) and
+// src/numeric/kvCacheModel1.ts (MODEL1) write them.
+constexpr int V32_TOKEN_BYTES = 656;   // 512 e4m3 codes, 4 f32 scales, 64 bf16 RoPE values
+constexpr int V32_D_NOPE = 512;
+constexpr int V32_TILE = 128;
+constexpr int V32_ROPE_AT = 528;      // after the codes and the scales
+constexpr int MODEL1_D_QK = 512;
+constexpr int MODEL1_D_NOPE = 448;
+constexpr int MODEL1_TILE = 64;
+constexpr int MODEL1_DATA_BYTES = 576;   // a token's 448 e4m3 codes and 64 bf16 RoPE values, at row * 576
+constexpr int MODEL1_RECORD_BYTES = 8;   // its 7 e8m0 scales and a pad byte, in the page's footer
+static_assert(mla::D_QK >= MODEL1_D_QK, "q's shared row holds either head");
+static_assert(mla::D_V == 2 * THREADS, "each thread owns two output dims");
+
+// Multi-byte fields are assembled from bytes: the reference then places no alignment demand on a cache's
+// base or block stride, and reads them independently of the kernels' vector loads.
+__device__ __forceinline__ float bf16_at(const uint8_t* p) {
+  return __uint_as_float((static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8) << 16);
+}
+
+__device__ __forceinline__ float f32_at(const uint8_t* p) {
+  return __uint_as_float(static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
+                         static_cast<uint32_t>(p[3]) << 24);
+}
+
+// e4m3fn, decoded by arithmetic rather than cvt so the reference shares no conversion path with the
+// kernels it checks: 0x7F/0xFF are NaN (there is no infinity), exponent 0 is subnormal (m * 2^-9).
+__device__ __forceinline__ float e4m3_value(uint32_t c) {
   const uint32_t sign = (c & 0x80u) << 24, e = (c >> 3) & 0xFu, m = c & 7u;
-  float v;
-  if ((c & 0x7Fu) == 0x7Fu) v = __int_as_float(0x7FC00000);
-  else if (e == 0) v = __uint_as_float(sign) + (sign ? -1.0f : 1.0f) * static_cast<float>(m) * 0.001953125f;  // m * 2^-9
-  else v = __uint_as_float(sign | ((e + 120u) << 23) | (m << 20));
-  return v * reinterpret_cast<const float*>(token + 512)[d / 128];
+  if ((c & 0x7Fu) == 0x7Fu) return __int_as_float(0x7FC00000);
+  if (e == 0) return __uint_as_float(sign) + (sign ? -1.0f : 1.0f) * static_cast<float>(m) * 0.001953125f;
+  return __uint_as_float(sign | ((e + 120u) << 23) | (m << 20));
+}
+
+// 2^(byte - 127), exactly; 0xFF is NaN (e8m0 has no infinity), and byte 0 is the one subnormal, 2^-127.
+__device__ __forceinline__ float e8m0_value(uint32_t byte) {
+  if (byte == 0xFFu) return __int_as_float(0x7FC00000);
+  return byte == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(byte << 23);
+}
+
+// A key located once and read dim by dim: V32 keeps a token's scales inside its 656 bytes, MODEL1 in
+// its page's footer, so each format gets two pointers. data == nullptr marks a skipped index entry.
+struct Key {
+  const uint8_t* data;
+  const uint8_t* scales;
+};
+
+__device__ __forceinline__ Key locate_key(const uint8_t* kv, long long block_stride, int page_block_size, int id, bool model1) {
+  const uint8_t* page = kv + static_cast<long long>(id / page_block_size) * block_stride;
+  const int row = id % page_block_size;
+  if (model1) {
+    return {page + static_cast<long long>(row) * MODEL1_DATA_BYTES,
+            page + static_cast<long long>(page_block_size) * MODEL1_DATA_BYTES + static_cast<long long>(row) * MODEL1_RECORD_BYTES};
+  }
+  const uint8_t* token = page + static_cast<long long>(row) * V32_TOKEN_BYTES;
+  return {token, token + V32_D_NOPE};
+}
+
+// Dim d of a key: an e4m3 code times its tile's scale, or a RoPE dim's bf16 value. Exact in f32 for
+// the power-of-two scales both writers produce, so no rounding to bf16 here: the kernels' bf16
+// dequantization (and the CPU reference's) gives the same values.
+__device__ __forceinline__ float key_value(Key k, int d, bool model1) {
+  if (model1) {
+    if (d >= MODEL1_D_NOPE) return bf16_at(k.data + MODEL1_D_NOPE + 2 * (d - MODEL1_D_NOPE));
+    return e4m3_value(k.data[d]) * e8m0_value(k.scales[d / MODEL1_TILE]);
+  }
+  if (d >= V32_D_NOPE) return bf16_at(k.data + V32_ROPE_AT + 2 * (d - V32_D_NOPE));
+  return e4m3_value(k.data[d]) * f32_at(k.scales + 4 * (d / V32_TILE));
+}
+
+// Valid prefix of a request's index row: topk_length clamped to [0, topk], or all of it.
+__device__ __forceinline__ int valid_length(const int* topk_length, int req, int topk) {
+  return topk_length ? max(0, min(topk_length[req], topk)) : topk;
 }
 }  // namespace
 
-// Grid (h_q, s_q, b), 256 threads: one CTA per output row of sparse decode, plain loops in fp32.
+// Grid (h_q, s_q, b), 256 threads: one CTA per output row of sparse decode, plain loops in fp32. The keys
+// are the row's valid entries of indices, then (extra_topk > 0) those of extra_indices into the second
+// cache, all in one softmax; an id outside [0, num_slots) of its cache is skipped, a repeated id counts
+// each time it appears. V is a key's first 512 dims: V32's NoPE part, MODEL1's whole row.
 extern "C" __global__ void __launch_bounds__(THREADS) mla_sparse_reference_fp32(const __grid_constant__ mla::SparseRefParams p) {
   __shared__ float q[mla::D_QK];
   __shared__ float score[THREADS];
-  __shared__ int slot_of[THREADS];
+  __shared__ Key key_of[THREADS];
   __shared__ float red[THREADS / 32];
   const int head = blockIdx.x, s = blockIdx.y, req = blockIdx.z, tid = threadIdx.x;
-  for (int d = tid; d < mla::D_QK; d += THREADS)
-    q[d] = __uint_as_float(static_cast<uint32_t>(p.q[((static_cast<long long>(req) * p.s_q + s) * p.h_q + head) * mla::D_QK + d]) << 16);
-  const int len = p.topk_length ? max(0, min(p.topk_length[req], p.topk)) : p.topk;
+  const bool model1 = p.model1 != 0;
+  const int d_qk = model1 ? MODEL1_D_QK : mla::D_QK;
+  const long long row = (static_cast<long long>(req) * p.s_q + s) * p.h_q + head;
+  for (int d = tid; d < d_qk; d += THREADS) q[d] = __uint_as_float(static_cast<uint32_t>(p.q[row * d_qk + d]) << 16);
+  const int len_main = valid_length(p.topk_length, req, p.topk);
+  const int len_extra = p.extra_topk > 0 ? valid_length(p.extra_topk_length, req, p.extra_topk) : 0;
+  const int len = len_main + len_extra;
   const int* idx = p.indices + (static_cast<long long>(req) * p.s_q + s) * p.topk;
+  const int* extra_idx = p.extra_topk > 0 ? p.extra_indices + (static_cast<long long>(req) * p.s_q + s) * p.extra_topk : nullptr;
   float m = -INFINITY, l = 0.0f, acc0 = 0.0f, acc1 = 0.0f;
   bool any = false;
   __syncthreads();
-  auto token_ptr = [&](int id) {
-    return p.kv + static_cast<long long>(id / p.page_block_size) * p.kv_block_stride + static_cast<long long>(id % p.page_block_size) * 656;
-  };
   for (int t0 = 0; t0 < len; t0 += THREADS) {
     const int t = t0 + tid;
     float sc = -INFINITY;
-    int id = -1;
+    Key key{nullptr, nullptr};
     if (t < len) {
-      id = idx[t];
-      if (id >= 0 && id < p.num_slots) {
-        const uint8_t* tok = token_ptr(id);
+      const bool extra = t >= len_main;
+      const int id = extra ? extra_idx[t - len_main] : idx[t];
+      if (id >= 0 && id < (extra ? p.extra_num_slots : p.num_slots)) {
+        key = extra ? locate_key(p.extra_kv, p.extra_kv_block_stride, p.extra_page_block_size, id, model1)
+                    : locate_key(p.kv, p.kv_block_stride, p.page_block_size, id, model1);
         float dot = 0.0f;
-        for (int d = 0; d < mla::D_QK; ++d) dot += q[d] * v32_value(tok, d);
+        for (int d = 0; d < d_qk; ++d) dot += q[d] * key_value(key, d, model1);
         sc = dot * p.softmax_scale;
-      } else {
-        id = -1;
       }
     }
     score[tid] = sc;
-    slot_of[tid] = id;
+    key_of[tid] = key;
     const float mx = block_max(sc, red, tid);
     if (mx != -INFINITY) {
       const float m_new = fmaxf(m, mx);
@@ -136,19 +202,19 @@ extern "C" __global__ void __launch_bounds__(THREADS) mla_sparse_reference_fp32(
       acc0 *= corr, acc1 *= corr, l *= corr;
       const int n = min(THREADS, len - t0);
       for (int j = 0; j < n; ++j) {
-        if (slot_of[j] < 0) continue;
+        const Key kj = key_of[j];
+        if (kj.data == nullptr) continue;
         const float pj = expf(score[j] - m_new);
-        const uint8_t* tok = token_ptr(slot_of[j]);
         l += pj;
-        acc0 += pj * v32_value(tok, 2 * tid);
-        acc1 += pj * v32_value(tok, 2 * tid + 1);
+        acc0 += pj * key_value(kj, 2 * tid, model1);
+        acc1 += pj * key_value(kj, 2 * tid + 1, model1);
       }
       m = m_new;
       any = true;
     }
     __syncthreads();
   }
-  const long long orow = ((static_cast<long long>(req) * p.s_q + s) * p.h_q + head) * mla::D_V;
+  const long long orow = row * mla::D_V;
   const bool empty = l == 0.0f;
   const float row_lse = empty ? INFINITY : m + logf(l);
   // Sink: out *= 1 / (1 + e^(sink - lse)); lse itself is unchanged.
