@@ -15,13 +15,19 @@ namespace {
 __device__ __forceinline__ int num_kv_blocks(int seqlen) {
   return seqlen <= 0 ? 1 : seqlen / mla::BLOCK_N + (seqlen % mla::BLOCK_N != 0);
 }
-// A request's length as the scheduler takes it: sparse lengths are clamped to topk; dense lengths outside
-// [0, max_valid_len] (negative, or past the block table) are errors and scheduled as empty (0: out 0,
-// lse +inf) instead of reading zeros for the tokens the table cannot name. Returns the error code.
+// A request's length as the scheduler takes it: sparse lengths are clamped to topk (with a second index
+// list: the main list padded to whole blocks, then the extra list's clamped length, the walk of
+// sparse/cursor.cuh); dense lengths outside [0, max_valid_len] (negative, or past the block table) are
+// errors and scheduled as empty (0: out 0, lse +inf) instead of reading zeros for the tokens the table
+// cannot name. Returns the error code.
 __device__ __forceinline__ int checked_length(const mla::SchedParams& p, int i, int& used) {
   const int len = p.cache_seqlens[i];
   if (p.max_len > 0) {
     used = min(max(len, 0), p.max_len);
+    if (p.extra_max_len > 0) {
+      const int extra = p.extra_lengths != nullptr ? p.extra_lengths[i] : p.extra_max_len;
+      used = mla::BLOCK_N * (used / mla::BLOCK_N + (used % mla::BLOCK_N != 0)) + min(max(extra, 0), p.extra_max_len);
+    }
     return mla::ERR_NONE;
   }
   if (p.max_valid_len > 0 && (len < 0 || len > p.max_valid_len)) {

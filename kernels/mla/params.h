@@ -44,7 +44,9 @@ struct SchedParams {
                              // scheduled as empty (length 0)
   int fixed_overhead;        // >= 1: what a piece costs beyond its blocks, in blocks, when balancing parts
                              // (src/mla/schedule.ts: FlashMLA's 5 for sparse, 8 for our dense kernels)
-  int pad0;
+  int extra_max_len;         // sparse with a second index list (DeepSeek-V4's extra cache): > 0, its topk; 0: none.
+                             // A request's walk is its main list's blocks, then the extra list's
+  const int* extra_lengths;  // [b] valid prefix of each extra list (clamped to [0, extra_max_len]), or null: all of it
 };
 
 // The device-side error record (MlaSchedMeta.checkErrors reads it): the first problem found since it was
@@ -90,15 +92,20 @@ struct alignas(128) DenseParams {
                                // finishes second (merge_flags), not by the combine (CombineParams::skip_pairs)
 };
 
-// Sparse FP8 decode (DeepSeek Sparse Attention, V32 cache). One CTA = 64 query heads of one query token
-// of one request against the 64-index blocks of that request's top-k list its SM part was given; grid
-// (ceil(h_q / 64), s_q, num_sm_parts). Split partials use the dense layout with h_kv = 1 and
-// rows_per_kv = s_q * h_q (row = s * h_q + head), so the dense combine merges them.
+// Sparse FP8 decode (DeepSeek Sparse Attention: the V32 cache of DeepSeek-V3.2, or the MODEL1 cache of
+// DeepSeek-V4, one format per kernel). One CTA = 64 query heads of one query token of one request against
+// the 64-index blocks of that request's walk its SM part was given: the blocks of its top-k list, then
+// those of its extra list (a second cache, one softmax over both); grid (ceil(h_q / 64), s_q,
+// num_sm_parts). Split partials use the dense layout with h_kv = 1 and rows_per_kv = s_q * h_q
+// (row = s * h_q + head), so the dense combine merges them.
 struct SparseParams {
-  const void* q;               // [b, s_q, h_q, 576] bf16, last dim contiguous
-  const uint8_t* kv;           // V32 FP8 cache: token `id` at kv + (id / page_block_size) * kv_block_stride + (id % page_block_size) * 656
+  const void* q;               // [b, s_q, h_q, d_qk] bf16 (d_qk 576 V32, 512 MODEL1), last dim contiguous
+  const uint8_t* kv;           // the FP8 cache, page `id / page_block_size` at kv + page * kv_block_stride (the format's struct places a token in it)
   const int* indices;          // [b, s_q, topk] physical token ids; -1 (or anything outside [0, num_slots)) is invalid
   const int* lengths;          // [b] valid prefix of each request's index rows (topk_length, or topk)
+  const uint8_t* extra_kv;     // the second cache (same format), or null with extra_topk = 0
+  const int* extra_indices;    // [b, s_q, extra_topk] token ids into extra_kv, invalid as in indices
+  const int* extra_lengths;    // [b] valid prefix of each extra index row, or null: extra_topk
   const float* attn_sink;      // [h_q] or null
   void* out;                   // [b, s_q, h_q, 512] bf16
   float* lse;                  // [b, h_q, s_q]
@@ -112,16 +119,21 @@ struct SparseParams {
   long long indices_batch_stride;
   long long indices_token_stride;
   long long kv_block_stride;   // bytes
+  long long extra_indices_batch_stride;
+  long long extra_indices_token_stride;
+  long long extra_kv_block_stride;  // bytes
   int b;
   int s_q;
   int h_q;
   int topk;
   int page_block_size;
   int num_slots;               // num_blocks * page_block_size
+  int extra_topk;              // 0: no second cache
+  int extra_page_block_size;
+  int extra_num_slots;         // num_slots + extra_num_slots < 2^31 (the walk numbers both caches' slots in one int)
   int num_sm_parts;
   float softmax_scale;
   float scale_log2;            // softmax_scale * log2(e)
-  int pad0;
 };
 
 // Log-sum-exp merge of split partials (FLASHMLA.md §2.3). Grid (ceil(rows_per_kv / rows_per_cta), h_kv, b).
@@ -220,22 +232,31 @@ struct RefParams {
   float softmax_scale;
 };
 
-// Simple fp32 GPU reference of sparse FP8 decode (one CTA per output row), for checking large shapes.
+// Simple fp32 GPU reference of sparse FP8 decode (one CTA per output row), for checking large shapes:
+// either format, the second cache, the valid lengths and the sink.
 struct SparseRefParams {
-  const uint16_t* q;           // [b, s_q, h_q, 576] bf16, contiguous
-  const uint8_t* kv;           // V32 FP8 cache, token id at kv + (id / page_block_size) * kv_block_stride + (id % page_block_size) * 656
+  const uint16_t* q;           // [b, s_q, h_q, d_qk] bf16, contiguous (d_qk 576 V32, 512 MODEL1)
+  const uint8_t* kv;           // the FP8 cache, page `id / page_block_size` at kv + page * kv_block_stride
   const int* indices;          // [b, s_q, topk] contiguous
   const int* topk_length;      // [b] or null
+  const uint8_t* extra_kv;     // the second cache, or null
+  const int* extra_indices;    // [b, s_q, extra_topk] contiguous
+  const int* extra_topk_length;  // [b] or null
   const float* attn_sink;      // [h_q] or null
   float* out;                  // [b, s_q, h_q, 512] fp32
   float* lse;                  // [b, h_q, s_q]
   long long kv_block_stride;   // bytes
+  long long extra_kv_block_stride;
   int b;
   int s_q;
   int h_q;
   int topk;
   int page_block_size;
   int num_slots;
+  int extra_topk;              // 0: no second cache
+  int extra_page_block_size;
+  int extra_num_slots;
+  int model1;                  // 0: V32 (656-byte tokens), 1: MODEL1 (584-byte tokens in pages with a scale footer)
   float softmax_scale;
   int pad0;
 };
@@ -254,13 +275,19 @@ struct SparseRefParams {
 #define MLA_OFFSETS_SPARSE(T, M)                                                                           \
   M(T, q) M(T, kv) M(T, indices) M(T, lengths) M(T, attn_sink) M(T, out) M(T, lse) M(T, o_accum) M(T, lse_accum)  \
   M(T, sched_meta) M(T, num_splits) M(T, q_batch_stride) M(T, q_token_stride) M(T, q_head_stride)               \
-  M(T, indices_batch_stride) M(T, indices_token_stride) M(T, kv_block_stride) M(T, b) M(T, s_q) M(T, h_q)       \
-  M(T, topk) M(T, page_block_size) M(T, num_slots) M(T, num_sm_parts) M(T, softmax_scale) M(T, scale_log2)
+  M(T, extra_kv) M(T, extra_indices) M(T, extra_lengths)                                                        \
+  M(T, indices_batch_stride) M(T, indices_token_stride) M(T, kv_block_stride)                                   \
+  M(T, extra_indices_batch_stride) M(T, extra_indices_token_stride) M(T, extra_kv_block_stride)                  \
+  M(T, b) M(T, s_q) M(T, h_q) M(T, topk) M(T, page_block_size) M(T, num_slots) M(T, extra_topk)                  \
+  M(T, extra_page_block_size) M(T, extra_num_slots) M(T, num_sm_parts) M(T, softmax_scale) M(T, scale_log2)
 #define MLA_OFFSETS_SPARSE_REF(T, M)                                                                       \
-  M(T, q) M(T, kv) M(T, indices) M(T, topk_length) M(T, attn_sink) M(T, out) M(T, lse) M(T, kv_block_stride)      \
-  M(T, b) M(T, s_q) M(T, h_q) M(T, topk) M(T, page_block_size) M(T, num_slots) M(T, softmax_scale)
+  M(T, q) M(T, kv) M(T, indices) M(T, topk_length) M(T, extra_kv) M(T, extra_indices) M(T, extra_topk_length)    \
+  M(T, attn_sink) M(T, out) M(T, lse) M(T, kv_block_stride) M(T, extra_kv_block_stride) M(T, b) M(T, s_q)       \
+  M(T, h_q) M(T, topk) M(T, page_block_size) M(T, num_slots) M(T, extra_topk) M(T, extra_page_block_size)        \
+  M(T, extra_num_slots) M(T, model1) M(T, softmax_scale)
 #define MLA_OFFSETS_SCHED(T, M) \
-  M(T, cache_seqlens) M(T, sched_meta) M(T, num_splits) M(T, seqlens_used) M(T, errors) M(T, b) M(T, num_sm_parts) M(T, max_len) M(T, max_valid_len) M(T, fixed_overhead)
+  M(T, cache_seqlens) M(T, sched_meta) M(T, num_splits) M(T, seqlens_used) M(T, errors) M(T, b) M(T, num_sm_parts) M(T, max_len) M(T, max_valid_len) M(T, fixed_overhead) \
+  M(T, extra_max_len) M(T, extra_lengths)
 #define MLA_OFFSETS_DCP_MERGE(T, M)                                                                       \
   M(T, o_parts) M(T, lse_parts) M(T, attn_sink) M(T, out) M(T, lse) M(T, o_part_stride) M(T, lse_part_stride)      \
   M(T, lse_stride_b) M(T, lse_stride_h) M(T, lse_stride_s) M(T, chunk_stride) M(T, b) M(T, s_q) M(T, h_q)           \

@@ -1,5 +1,6 @@
 import type { KernelName } from "./contract/kernelRegistry.js";
 import { chooseDenseKernel, denseKernelName } from "./dense/chooseDenseKernel.js";
+import type { SparseFormat } from "./contract/shape.js";
 import { chooseSparseKernel, sparseKernelName } from "./sparse/chooseSparseKernel.js";
 import type { DecodeOverrides } from "./flashMlaWithKvcache.js";
 
@@ -13,6 +14,8 @@ export interface KernelChoiceShape {
   h_kv?: number;
   /** Dense only (sparse q is bf16). @default "bf16" */
   dtype?: "bf16" | "fp16";
+  /** Sparse only: the cache format. @default "V32" */
+  format?: SparseFormat;
 }
 
 /**
@@ -20,7 +23,7 @@ export interface KernelChoiceShape {
  * `overrides` force: what the benchmark and `flashmla check` report as the kernel that served a case.
  */
 export function chooseKernel(shape: KernelChoiceShape, overrides: DecodeOverrides = {}): KernelName {
-  if (shape.kind === "sparse") return sparseKernelName(overrides.sparsePlan ?? chooseSparseKernel(shape.h_q));
+  if (shape.kind === "sparse") return sparseKernelName(overrides.sparsePlan ?? chooseSparseKernel(shape.h_q, shape.format), shape.format);
   const rows_per_kv = (shape.s_q * shape.h_q) / (shape.h_kv ?? 1);
   return denseKernelName(overrides.denseForm ?? chooseDenseKernel(shape.b, rows_per_kv), shape.dtype ?? "bf16");
 }

@@ -109,6 +109,13 @@ __device__ __forceinline__ uint4 ld_nc_v4(const void* p) {
   return v;
 }
 
+// ld.global.nc.L1::evict_last.v2: an 8-byte read-only load (a MODEL1 token's scale record).
+__device__ __forceinline__ uint2 ld_nc_v2(const void* p) {
+  uint2 v;
+  asm volatile("ld.global.nc.L1::evict_last.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  return v;
+}
+
 // ld.global.nc.L1::evict_last.L2::256B.v4: the same load, asking L2 to fetch the whole 256-byte
 // block around it on a miss (a 656-byte FP8 token spans three: the neighbours' loads then hit L2).
 __device__ __forceinline__ uint4 ld_nc_v4_l2_256(const void* p) {

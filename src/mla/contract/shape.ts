@@ -24,3 +24,10 @@ export const MAX_GRID_YZ = 65535;
 export const SCHED_META_INTS = 8;
 /** int32 words of the device-side error record (params.h ERROR_WORDS). */
 export const DEVICE_ERROR_WORDS = 8;
+
+/**
+ * The sparse FP8 cache formats: DeepSeek-V3.2's 656-byte tokens ("V32", d_qk 576, V the first 512
+ * dims) and DeepSeek-V4's 584-byte tokens in pages with a scale footer ("MODEL1", d_qk 512, V the whole
+ * row). q's last dim picks one.
+ */
+export type SparseFormat = "V32" | "MODEL1";

@@ -19,19 +19,7 @@ const MAX_SLOTS = 2 ** 31;
  * unused), plus DeepSeek-V4's second cache as mlaDecodeReference takes it. q's last dim picks the format
  * of both caches: 576 the V32 cache of 656-byte tokens, 512 the MODEL1 cache of 584-byte tokens.
  */
-export type MlaSparseReferenceGpuArgs = Omit<FlashMlaWithKvcacheArgs, "schedMeta"> & {
-  schedMeta?: unknown;
-  /**
-   * A second cache in kCache's format with its own num_blocks and page_block_size (DeepSeek-V4's sliding
-   * window beside its compressed cache); the tokens extraIndices selects join those indices selects in
-   * one softmax. Needs extraIndices.
-   */
-  extraKCache?: Tensor;
-  /** [b, s_q, extra_topk] int32, contiguous: physical token ids into extraKCache, invalid ones as in `indices`. */
-  extraIndices?: Tensor;
-  /** [b] int32, optional with extraKCache: request i attends the first extraTopkLength[i] entries of extraIndices (clamped to [0, extra_topk]). */
-  extraTopkLength?: Tensor;
-};
+export type MlaSparseReferenceGpuArgs = Omit<FlashMlaWithKvcacheArgs, "schedMeta"> & { schedMeta?: unknown };
 
 /** One checked cache and the index entries that select from it, in the kernel's names. */
 export interface SparseReferenceCache {

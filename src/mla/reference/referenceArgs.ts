@@ -1,5 +1,6 @@
 import { ArgumentError, formatGot, formatShape } from "../../errors/ArgumentError.js";
 import { FP8_TOKEN_BYTES } from "../../numeric/kvCacheFp8.js";
+import type { SparseFormat } from "../contract/shape.js";
 import { MODEL1_D_QK, MODEL1_TOKEN_BYTES, model1PageBytes } from "../../numeric/kvCacheModel1.js";
 import { Tensor } from "../../runtime/Tensor.js";
 import type { DType } from "../../runtime/dtype.js";
@@ -76,8 +77,7 @@ export interface MlaDecodeReferenceArgs {
   attnSink?: Tensor;
 }
 
-/** The sparse FP8 cache formats: DeepSeek-V3.2's (656-byte tokens, d_qk 576) and DeepSeek-V4's (584-byte tokens, d_qk 512). */
-export type SparseFormat = "V32" | "MODEL1";
+export type { SparseFormat };
 
 /** One sparse cache and the index entries that select from it, in the kernel's names. */
 export interface SparseScope {

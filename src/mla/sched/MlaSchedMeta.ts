@@ -22,6 +22,10 @@ export interface MlaSchedConfig {
   causal: boolean;
   is_fp8_kvcache: boolean;
   topk: number | null;
+  /** Sparse: q's d_qk (576 V32, 512 MODEL1). */
+  d_qk?: number;
+  /** Sparse: the second index list's length (0 without extraKCache). */
+  extra_topk?: number;
 }
 
 /** The split-KV workspace of every decode path: the scheduler's records and the split partials. */

@@ -18,6 +18,11 @@ export interface SchedulerInput {
   maxValidLen: number;
   /** Cost of one piece of work in blocks (schedule.ts's SCHED_FIXED_OVERHEAD or DENSE_SCHED_FIXED_OVERHEAD). */
   fixedOverhead: number;
+  /**
+   * Sparse with a second index list: its topk, and optionally its [b] int32 valid lengths (without: all
+   * of it). A request's walk is its main list padded to whole 64-entry blocks, then the extra list.
+   */
+  extra?: { maxLen: number; lengths?: Tensor };
 }
 
 /**
@@ -38,7 +43,8 @@ export function launchScheduler(ws: Workspace, input: SchedulerInput, stream: St
     max_len: input.maxLen,
     max_valid_len: input.maxValidLen,
     fixed_overhead: input.fixedOverhead,
-    pad0: 0,
+    extra_max_len: input.extra?.maxLen ?? 0,
+    extra_lengths: input.extra?.lengths?.ptr ?? 0n,
   });
   launchKernel(loadKernel(ws.deviceOrdinal, "sched_meta"), 1, params, { stream });
 }

@@ -62,26 +62,42 @@ export function numSmPartsSparse(smCount: number, s_q: number, h_q: number): num
 /**
  * The per-request lengths the scheduler balances on the sparse path (FLASHMLA.md §2.2): request i
  * attends the first `topkLength[i]` entries of each index row, or all `topk` without topkLength. A
- * value is clamped to [0, topk] (the kernel never reads past an index row), then 0 is raised to 1
- * as FlashMLA does, so an empty request still gets the one block whose CTA writes out 0 and lse +inf.
- * Blocks are then 64 consecutive index entries, not 64 cache tokens.
+ * value is clamped to [0, topk] (the kernel never reads past an index row). With a second index list
+ * (DeepSeek-V4's extra cache) the request's walk is the main list padded to whole 64-entry blocks, then
+ * the extra list's clamped length. Then 0 is raised to 1 as FlashMLA does, so an empty request still
+ * gets the one block whose CTA writes out 0 and lse +inf. Blocks are then 64 consecutive index
+ * entries, not 64 cache tokens.
  *
  * @param b - number of requests; needed only without topkLength (with it, it must match).
+ * @param extra - the second list: its topk and optional valid lengths.
  * @example computeSchedule(sparseScheduleLengths(2048, undefined, 128), numSmPartsSparse(132, 2, 128))
  */
-export function sparseScheduleLengths(topk: number, topkLength?: ArrayLike<number>, b: number | undefined = topkLength?.length): Int32Array {
+export function sparseScheduleLengths(
+  topk: number,
+  topkLength?: ArrayLike<number>,
+  b: number | undefined = topkLength?.length,
+  extra?: { topk: number; topkLength?: ArrayLike<number> },
+): Int32Array {
   const fn = "sparseScheduleLengths";
   if (!Number.isSafeInteger(topk) || topk < 1) throw new ArgumentError(fn, "topk", "an integer >= 1", String(topk));
   if (b === undefined || !Number.isSafeInteger(b) || b < 1) throw new ArgumentError(fn, "b", "an integer >= 1 (or topkLength)", String(b));
-  if (topkLength !== undefined && topkLength.length !== b) {
-    throw new ArgumentError(fn, "topkLength", `${b} lengths (one per request)`, `${topkLength.length}`);
+  const clamped = (name: string, lengths: ArrayLike<number> | undefined, max: number): ((i: number) => number) => {
+    if (lengths === undefined) return () => max;
+    if (lengths.length !== b) throw new ArgumentError(fn, name, `${b} lengths (one per request)`, `${lengths.length}`);
+    for (let i = 0; i < b; i++) {
+      if (!Number.isInteger(lengths[i])) throw new ArgumentError(fn, name, "integers", `${name}[${i}] = ${lengths[i]}`);
+    }
+    return (i) => Math.min(Math.max(lengths[i], 0), max);
+  };
+  const main = clamped("topkLength", topkLength, topk);
+  let second: ((i: number) => number) | undefined;
+  if (extra !== undefined) {
+    if (!Number.isSafeInteger(extra.topk) || extra.topk < 1) throw new ArgumentError(fn, "extra.topk", "an integer >= 1", String(extra.topk));
+    second = clamped("extra.topkLength", extra.topkLength, extra.topk);
   }
   const lengths = new Int32Array(b);
   for (let i = 0; i < b; i++) {
-    if (topkLength !== undefined && !Number.isInteger(topkLength[i])) {
-      throw new ArgumentError(fn, "topkLength", "integers", `topkLength[${i}] = ${topkLength[i]}`);
-    }
-    const len = topkLength === undefined ? topk : Math.min(Math.max(topkLength[i], 0), topk);
+    const len = second === undefined ? main(i) : BLOCK_N * Math.ceil(main(i) / BLOCK_N) + second(i);
     lengths[i] = Math.max(len, 1);
   }
   return lengths;

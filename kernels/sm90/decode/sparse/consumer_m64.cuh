@@ -13,25 +13,25 @@
 
 namespace mla::sparse {
 
-// The 64 heads [h0, h0 + 64) of query token s_idx into SW128 tiles (zero past h_q), by the 256 consumer
-// threads, six 16-byte loads each in flight at a time.
-template <typename T>
+// The 64 heads [h0, h0 + 64) of query token s_idx into the format's QK_TILES SW128 tiles (zero past
+// h_q), by the 256 consumer threads, six 16-byte loads each in flight at a time.
+template <typename T, class Fmt>
 __device__ __forceinline__ void load_q(const SparseParams& p, Smem& sm, int req, int h0, int s_idx, int tid) {
   const uint16_t* q = static_cast<const uint16_t*>(p.q);
-  constexpr int BATCH = 6, CHUNKS = 64 * 72;
+  constexpr int PER_HEAD = Fmt::D_QK / 8, BATCH = 6, CHUNKS = 64 * PER_HEAD;
   for (int base = tid; base < CHUNKS; base += BATCH * CONSUMER_THREADS) {
     uint4 v[BATCH];
 #pragma unroll
     for (int j = 0; j < BATCH; ++j) {
-      const int c = base + j * CONSUMER_THREADS, head = h0 + c / 72;
+      const int c = base + j * CONSUMER_THREADS, head = h0 + c / PER_HEAD;
       v[j] = make_uint4(0, 0, 0, 0);
       if (c < CHUNKS && head < p.h_q)
-        v[j] = __ldg(reinterpret_cast<const uint4*>(q + req * p.q_batch_stride + s_idx * p.q_token_stride + head * p.q_head_stride + (c % 72) * 8));
+        v[j] = __ldg(reinterpret_cast<const uint4*>(q + req * p.q_batch_stride + s_idx * p.q_token_stride + head * p.q_head_stride + (c % PER_HEAD) * 8));
     }
 #pragma unroll
     for (int j = 0; j < BATCH; ++j) {
       const int c = base + j * CONSUMER_THREADS;
-      if (c < CHUNKS) *reinterpret_cast<uint4*>(sm.q + ((c % 72) / 8) * TILE_BYTES + sw128(c / 72, (c % 72) % 8)) = v[j];
+      if (c < CHUNKS) *reinterpret_cast<uint4*>(sm.q + ((c % PER_HEAD) / 8) * TILE_BYTES + sw128(c / PER_HEAD, (c % PER_HEAD) % 8)) = v[j];
     }
   }
 }
@@ -76,7 +76,7 @@ __device__ __forceinline__ void take_p(const Smem& sm, float& f0, float& f1, int
   f0 = sm.scale[16 * warp_in_wg + lane / 4], f1 = sm.scale[16 * warp_in_wg + lane / 4 + 8];
 }
 
-template <typename T, int WG, bool XO>
+template <typename T, class Fmt, int WG, bool XO>
 __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const SchedMeta& meta, int h0, int s_idx) {
   // O (+)= P·V over this warpgroup's 256 columns (V from `v_base`, 4 tiles) as two m64n128 wgmmas per 16
   // tokens (columns 0-127, tiles 0-1; 128-255, tiles 2-3): ptxas sizes a wgmma against the launch's 128
@@ -101,13 +101,12 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
   const uint32_t q_base = ptx::smem_addr(sm.q), p_base = ptx::smem_addr(sm.p);
   int it = 0;
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
-    const int len = request_length(p, req);
     const int start_blk = piece_first_block(meta, req);
-    const int end_blk = piece_end_block(meta, req, len);
+    const int end_blk = piece_end_block(meta, req, walk_length(p, req));
     const bool is_split = piece_is_split(meta, req);
 
     ptx::named_barrier_sync_unaligned(BAR_CONSUMERS, CONSUMER_THREADS);  // the previous request is done with sQ, sm.l, sm.m
-    load_q<T>(p, sm, req, h0, s_idx, tid);
+    load_q<T, Fmt>(p, sm, req, h0, s_idx, tid);
     ptx::fence_proxy_async_smem();
     ptx::named_barrier_sync_unaligned(BAR_CONSUMERS, CONSUMER_THREADS);
 
@@ -126,7 +125,7 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
       ptx::mbarrier_wait(&sm.kfull[stage], (it / K_STAGES) & 1);
       if constexpr (WG == 0) {
         float s[32];
-        qk_block<T>(s, q_base, k_base, [](int) {});
+        qk_block<T, Fmt::QK_TILES>(s, q_base, k_base, [](int) {});
         const uint32_t vbits = load_valid_bits(sm, stage, lane);
         // Invalid tokens are masked and the rest scaled to the log2 domain in the pass that takes the
         // row max (separate passes cost registers WG0 does not have), then the online-softmax step.

@@ -34,10 +34,10 @@ __device__ __forceinline__ void decode_m64(const SparseParams& p) {
     producer<Fmt, XO>(p, sm, *meta, blockIdx.y, wg - 2);
   } else if (wg == 0) {
     ptx::setmaxnreg_inc<WG0_REGS>();
-    consumer<ptx::bf16_t, 0, XO>(p, sm, *meta, blockIdx.x * 64, blockIdx.y);
+    consumer<ptx::bf16_t, Fmt, 0, XO>(p, sm, *meta, blockIdx.x * 64, blockIdx.y);
   } else {
     ptx::setmaxnreg_inc<WG1_REGS>();
-    consumer<ptx::bf16_t, 1, XO>(p, sm, *meta, blockIdx.x * 64, blockIdx.y);
+    consumer<ptx::bf16_t, Fmt, 1, XO>(p, sm, *meta, blockIdx.x * 64, blockIdx.y);
   }
   ptx::pdl_launch_dependents();
   // No CTA may leave while its peer can still write its buffers or arrive on its barriers.

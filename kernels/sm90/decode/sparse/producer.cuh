@@ -1,6 +1,6 @@
 // The m64 and h128x producers: two warpgroups gather the blocks' FP8 tokens with 16-byte read-only loads,
-// dequantize them to bf16 and write each 64-token block into a K buffer's nine SW128 tiles, one valid
-// flag per token. An entry without a slot (-1, outside the cache, past the request's top-k length)
+// dequantize them to bf16 and write each 64-token block into a K buffer's SW128 tiles (the format's
+// QK_TILES: nine for V3.2, eight for MODEL1), one valid flag per token. An entry without a slot (-1, outside the cache, past the request's top-k length)
 // reads slot 0, always inside the cache, and is written as a zero row with its flag cleared: no branch
 // around the loads, and no NaN from stale bytes reaches P·V.
 //
@@ -12,8 +12,8 @@
 //
 // Without crossover, producer warpgroup pidx converts tokens 32 pidx .. + 31 of every block, all dims.
 // With crossover (h_q = 128: the two 64-head CTAs of a query token in a cluster) each CTA converts its
-// 32 tokens only, the two warpgroups splitting the dims (warpgroup 0 groups 0-3 and RoPE, warpgroup 1
-// groups 4-7, so a thread has 6-7 loads in flight, not 11), and lane 0 of each warp copies the warp's 8
+// 32 tokens only, the two warpgroups splitting the dims (warpgroup 0 tiles 0-3, warpgroup 1 the rest,
+// RoPE by the format's XO_ROPE_WG, so a thread has 6-7 loads in flight, not 11), and lane 0 of each warp copies the warp's 8
 // rows of the tiles it wrote to the peer with 1 KB bulk copies (8 consecutive rows of a SW128 tile are
 // 1 KB contiguous and the swizzle depends only on the row), crediting the peer's kfull as a TMA load
 // would. Those rows are not rewritten before the copy has read them: this CTA's kempty needs the peer
@@ -38,12 +38,16 @@ __device__ __forceinline__ void store_valid_bits(Smem& sm, int stage, int j, uin
 
 template <class Fmt, bool XO>
 __device__ __forceinline__ void producer(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx, int pidx) {
-  static_assert(Fmt::NUM_SCALES == 4 && Fmt::SCALE_GROUP == 128 && Fmt::ROPE_DIMS == 64, "one 16-byte load of scales, two of RoPE per lane");
+  static_assert(Fmt::ROPE_DIMS == 64 && Fmt::NOPE_TILES <= 8 && Fmt::NOPE_TILES > 4, "two 16-byte loads of RoPE per lane; 5-8 FP8 tiles");
   static_assert(!XO || PRODUCER_WARPGROUPS == 2, "with crossover the two warpgroups split the dims");
-  // Tokens of a block per thread and their 64-dim groups. TOKENS is 1 with two producer warpgroups; the
+  // Tokens of a block per thread and their 64-dim FP8 tiles (GROUPS: the array's size; with crossover
+  // warpgroup 1 converts NOPE_TILES - 4 of them). TOKENS is 1 with two producer warpgroups; the
   // per-token arrays and loops stay because ptxas's schedule of h128x depends on them (scalars compiled
   // to different SASS).
-  constexpr int TOKENS = XO ? 1 : BLOCK_N / (32 * PRODUCER_WARPGROUPS), GROUPS = XO ? 4 : 8;
+  constexpr int TOKENS = XO ? 1 : BLOCK_N / (32 * PRODUCER_WARPGROUPS), GROUPS = XO ? 4 : Fmt::NOPE_TILES;
+  // Whether FP8 tile g0 + k of this warpgroup exists, and whether it copies the RoPE dims.
+  auto has_group = [&](int k) { return !XO || (pidx == 0 ? k < 4 : 4 + k < Fmt::NOPE_TILES); };
+  const bool copies_rope = !XO || pidx == Fmt::XO_ROPE_WG;
   const int t = threadIdx.x - CONSUMER_THREADS - 128 * pidx, warp = t / 32, lane = t % 32, q = lane / 8;
   const uint32_t rank = XO ? ptx::cluster_ctarank() : 0u, peer = rank ^ 1u;
   auto token_of = [&](int r) { return (XO ? 32 * static_cast<int>(rank) : 32 * (PRODUCER_WARPGROUPS * r + pidx)) + 8 * warp + lane % 8; };
@@ -58,16 +62,18 @@ __device__ __forceinline__ void producer(const SparseParams& p, Smem& sm, const 
   cursor_next(p, meta, ahead);
 #pragma unroll
   for (int r = 0; r < TOKENS; ++r) prefetch_token_lines<Fmt>(p, slot[r], q), prefetch_token_lines<Fmt>(p, slot1[r], q);
-  uint4 raw[TOKENS][8], rope[TOKENS][2], sc4[TOKENS];  // raw[r][k]: chunk q of group g0 + k, k < GROUPS
+  uint4 raw[TOKENS][GROUPS], rope[TOKENS][2];  // raw[r][k]: chunk q of tile g0 + k
+  typename Fmt::Scales sc[TOKENS];
   auto issue = [&](int r, int s) {  // token r's loads from slot s (none: slot 0, converted to zeros)
-    const uint8_t* tok = Fmt::token(p, s >= 0 ? s : 0);
+    const typename Fmt::Token tok = Fmt::locate(p, s >= 0 ? s : 0);
     const int g0 = XO ? 4 * pidx : 0;
 #pragma unroll
-    for (int k = 0; k < GROUPS; ++k) raw[r][k] = ptx::ld_nc_v4_l2_256(tok + 64 * (g0 + k) + 16 * q);
-    sc4[r] = ptx::ld_nc_v4(tok + Fmt::SCALE_OFFSET);
-    if (!XO || pidx == 0) {
+    for (int k = 0; k < GROUPS; ++k)
+      if (has_group(k)) raw[r][k] = ptx::ld_nc_v4_l2_256(tok.data + 64 * (g0 + k) + 16 * q);
+    sc[r] = Fmt::load_scales(tok);
+    if (copies_rope) {
 #pragma unroll
-      for (int k = 0; k < 2; ++k) rope[r][k] = ptx::ld_nc_v4(tok + Fmt::ROPE_OFFSET + 64 * k + 16 * q);
+      for (int k = 0; k < 2; ++k) rope[r][k] = ptx::ld_nc_v4(Fmt::rope(tok) + 64 * k + 16 * q);
     }
   };
   for (int it = 0; it < n_blocks; ++it) {
@@ -96,19 +102,19 @@ __device__ __forceinline__ void producer(const SparseParams& p, Smem& sm, const 
     for (int r = 0; r < TOKENS; ++r) {
       const int token = token_of(r);
       const bool valid = slot[r] >= 0;
-      const float scales[4] = {__uint_as_float(sc4[r].x), __uint_as_float(sc4[r].y), __uint_as_float(sc4[r].z), __uint_as_float(sc4[r].w)};
       const int g0 = XO ? 4 * pidx : 0;
 #pragma unroll
       for (int k = 0; k < GROUPS; ++k) {
+        if (!has_group(k)) continue;
         uint4 a, b;
-        Fmt::dequant16(raw[r][k], __float2bfloat162_rn(!XO || pidx == 0 ? scales[k / 2] : scales[2 + k / 2]), a, b);
+        dequant16(raw[r][k], !XO || pidx == 0 ? Fmt::tile_scale(sc[r], k) : Fmt::tile_scale(sc[r], 4 + k), a, b);
         if (!valid) a = b = make_uint4(0, 0, 0, 0);
         put((g0 + k) * TILE_BYTES + sw128(token, 2 * q), a);
         put((g0 + k) * TILE_BYTES + sw128(token, 2 * q + 1), b);
       }
-      if (!XO || pidx == 0) {  // RoPE stays bf16
+      if (copies_rope) {  // RoPE stays bf16
 #pragma unroll
-        for (int k = 0; k < 2; ++k) put(8 * TILE_BYTES + sw128(token, q + 4 * k), valid ? rope[r][k] : make_uint4(0, 0, 0, 0));
+        for (int k = 0; k < 2; ++k) put(Fmt::ROPE_TILE * TILE_BYTES + sw128(token, q + 4 * k), valid ? rope[r][k] : make_uint4(0, 0, 0, 0));
       }
       if constexpr (!XO) {  // lanes 0-7 hold the warp's tokens 32·pidx + 8·warp + 0..7
         store_valid_bits<1>(sm, stage, 4 * pidx + warp, __ballot_sync(0xFFFFFFFFu, valid) & 0xFFu, lane);
@@ -123,12 +129,12 @@ __device__ __forceinline__ void producer(const SparseParams& p, Smem& sm, const 
       if (lane == 0) {
         const uint32_t rows = ptx::smem_addr(kb) + (32 * rank + 8 * warp) * 128;
 #pragma unroll
-        for (int tile = 0; tile < NUM_TILES; ++tile)
-          if (pidx == 0 ? tile < 4 || tile == NUM_TILES - 1 : tile >= 4 && tile < NUM_TILES - 1)  // the tiles this warpgroup wrote
+        for (int tile = 0; tile < Fmt::QK_TILES; ++tile)
+          if (tile == Fmt::ROPE_TILE ? pidx == Fmt::XO_ROPE_WG : tile / 4 == pidx)  // the tiles this warpgroup wrote
             ptx::bulk_copy_smem_to_cluster(remote_kb + (rows - ptx::smem_addr(kb)) + tile * TILE_BYTES, rows + tile * TILE_BYTES, 8 * 128, remote_bar);
       }
     }
-    if (XO && t == 0 && pidx == 0) ptx::mbarrier_arrive_expect_tx(&sm.kfull[stage], 32 * D_QK * 2);  // + the peer's half
+    if (XO && t == 0 && pidx == 0) ptx::mbarrier_arrive_expect_tx(&sm.kfull[stage], 32 * Fmt::D_QK * 2);  // + the peer's half
     else ptx::mbarrier_arrive(&sm.kfull[stage]);
     int slot2[TOKENS];
 #pragma unroll

@@ -3,6 +3,7 @@
 #include "../common/heads_as_n.cuh"
 #include "../common/tiles.cuh"
 #include "config.h"
+#include "format_model1.cuh"
 #include "format_v32.cuh"
 
 namespace mla::sparse {

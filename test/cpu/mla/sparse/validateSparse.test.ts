@@ -225,8 +225,13 @@ test("decodeWithOverrides() refuses a sparse plan that does not exist and dense 
 });
 
 test("chooseSparseKernel(): h128x at 128 heads, h16x at 8 and 16, m64 between", () => {
-  assert.deepEqual(SPARSE_HEAD_COUNTS.map(chooseSparseKernel), ["h16x", "h16x", "m64", "m64", "h128x"]);
+  assert.deepEqual(SPARSE_HEAD_COUNTS.map((h) => chooseSparseKernel(h)), ["h16x", "h16x", "m64", "m64", "h128x"]);
   assert.deepEqual(SPARSE_HEAD_COUNTS.map((h) => sparseKernelName(chooseSparseKernel(h))), ["sparse_h16x_bf16", "sparse_h16x_bf16", "sparse_m64_bf16", "sparse_m64_bf16", "sparse_h128x_bf16"]);
+});
+
+test("chooseSparseKernel(): MODEL1 runs m64 below 128 heads (no h16x kernel reads it) and h128x at 128", () => {
+  assert.deepEqual(SPARSE_HEAD_COUNTS.map((h) => sparseKernelName(chooseSparseKernel(h, "MODEL1"), "MODEL1")), ["sparse_m64_model1", "sparse_m64_model1", "sparse_m64_model1", "sparse_m64_model1", "sparse_h128x_model1"]);
+  assert.throws(() => checkPlanFitsHeads("f", "h16x", 16, "MODEL1"), (e: unknown) => e instanceof ArgumentError && e.argument === "overrides.sparsePlan" && /MODEL1/.test(e.message));
 });
 
 test("a forced plan is refused where the head count does not fit it, naming the count", () => {

@@ -113,9 +113,8 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem<Fmt>& sm, c
   float* const merge_hi = reinterpret_cast<float*>(sm.pt);  // Oᵀ tiles 4-7
   int it = 0;
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
-    const int len = request_length(p, req);
     const int start_blk = piece_first_block(meta, req);
-    const int end_blk = piece_end_block(meta, req, len);
+    const int end_blk = piece_end_block(meta, req, walk_length(p, req));
     const bool is_split = piece_is_split(meta, req);
     ptx::named_barrier_sync(BAR_ALL, CONSUMER_THREADS);  // the previous request is done with sQ and the merge space
     load_q(p, sm, req, s_idx, threadIdx.x);
