@@ -43,9 +43,12 @@ try {
   execFileSync(process.env.NVCC ?? "nvcc", ["-std=c++17", "-o", exe, src], { stdio: ["ignore", "ignore", "inherit"] });
   const out = execFileSync(exe, { encoding: "utf8" }).trim().split("\n");
   const device = new Map();
+  const order = new Map();  // struct -> its fields in the macro's order: the cubin's table is positional
   for (const line of out) {
     const m = /^(?:mla::)?(\w+) (\w+) (-?\d+)$/.exec(line);
-    if (m) device.set(`${m[1]}.${m[2]}`, Number(m[3]));
+    if (!m) continue;
+    device.set(`${m[1]}.${m[2]}`, Number(m[3]));
+    if (m[2] !== "size") order.set(m[1], [...(order.get(m[1]) ?? []), m[2]]);
   }
   const problems = [];
   if (device.get("const.D_V") !== D_V) problems.push(`D_V: ${device.get("const.D_V")} in params.h, ${D_V} in shape.ts`);
@@ -58,6 +61,9 @@ try {
       if (d === undefined) problems.push(`${name}.${field}: in params.ts but not in params.h's ${name} offsets list`);
       else if (d !== off) problems.push(`${name}.${field}: offset ${d} in params.h, ${off} in params.ts`);
     }
+    // The loader compares the table entry by entry with the mirror's fields in declaration order.
+    const listed = (order.get(name) ?? []).join(", "), declared = Object.keys(mirror.offsets).filter((f) => !f.startsWith("pad")).join(", ");
+    if (listed !== declared) problems.push(`${name}: the offsets macro lists [${listed}], params.ts declares [${declared}] (same order needed)`);
     for (const key of device.keys()) {
       const [s, f] = key.split(".");
       if (s === name && f !== "size" && !(f in mirror.offsets)) problems.push(`${name}.${f}: in params.h but not in params.ts`);

@@ -273,9 +273,9 @@ struct SparseRefParams {
   M(T, o_accum) M(T, lse_accum) M(T, num_splits) M(T, out) M(T, lse) M(T, attn_sink) M(T, b) M(T, s_q) M(T, h_q) M(T, h_kv)              \
   M(T, heads_per_kv) M(T, rows_per_kv) M(T, num_split_slots) M(T, rows_per_cta) M(T, skip_pairs)
 #define MLA_OFFSETS_SPARSE(T, M)                                                                           \
-  M(T, q) M(T, kv) M(T, indices) M(T, lengths) M(T, attn_sink) M(T, out) M(T, lse) M(T, o_accum) M(T, lse_accum)  \
+  M(T, q) M(T, kv) M(T, indices) M(T, lengths) M(T, extra_kv) M(T, extra_indices) M(T, extra_lengths)          \
+  M(T, attn_sink) M(T, out) M(T, lse) M(T, o_accum) M(T, lse_accum)                                             \
   M(T, sched_meta) M(T, num_splits) M(T, q_batch_stride) M(T, q_token_stride) M(T, q_head_stride)               \
-  M(T, extra_kv) M(T, extra_indices) M(T, extra_lengths)                                                        \
   M(T, indices_batch_stride) M(T, indices_token_stride) M(T, kv_block_stride)                                   \
   M(T, extra_indices_batch_stride) M(T, extra_indices_token_stride) M(T, extra_kv_block_stride)                  \
   M(T, b) M(T, s_q) M(T, h_q) M(T, topk) M(T, page_block_size) M(T, num_slots) M(T, extra_topk)                  \
