@@ -87,6 +87,19 @@ test("validateDenseArgs() refuses sparse arguments, saying they belong to a call
   rejects({ attnSink: Tensor.zerosHost([8], "f32") }, "attnSink", /dense path/);
 });
 
+test("validateDenseArgs() refuses DeepSeek-V4's arguments by name on the dense path, where no kernel reads them", () => {
+  // A dropped second cache would be a silently wrong softmax, so each is named rather than ignored.
+  const why = /expected undefined on the dense path \(the second cache is read by sparse decode \(with indices\) only\), got Tensor$/;
+  rejects({ extraKCache: Tensor.zerosHost([1, 64, 1, 584], "u8") }, "extraKCache", why);
+  rejects({ extraIndices: Tensor.zerosHost([2, 2, 8], "i32") }, "extraIndices", why);
+  rejects({ extraTopkLength: Tensor.zerosHost([2], "i32") }, "extraTopkLength", why);
+  rejects({ q: Tensor.zerosHost([2, 2, 8, 512], "bf16") }, "q", /expected d_qk = 576 on the dense path \(its kernels read DeepSeek-V3's head; DeepSeek-V4's d_qk 512 runs sparse, with indices\), got 512 \(shape \[2, 2, 8, 512\]\)$/);
+  // Before the tensors' own checks, and on the GPU path too.
+  rejects({ extraKCache: "not a tensor" }, "extraKCache", /on the dense path.*got string not a tensor$/);
+  rejects({ extraKCache: Tensor.zerosHost([1, 64, 1, 584], "u8") }, "extraKCache", /on the dense path/, true);
+  assert.throws(() => decodeWithOverrides(args({ extraKCache: Tensor.zerosHost([1, 64, 1, 584], "u8") }), {}), /argument 'extraKCache': expected undefined on the dense path/);
+});
+
 test("validateDenseArgs() requires CUDA tensors on the GPU path", () => {
   rejects({}, "q", /a CUDA tensor, got a cpu tensor/, true);
 });

@@ -75,6 +75,56 @@ test("sparseScheduleLengths() names bad arguments", () => {
   throwsArg(() => sparseScheduleLengths(64, [1, 2.5]), "topkLength", /expected integers, got topkLength\[1\] = 2.5/);
 });
 
+test("sparseScheduleLengths() with a second list walks the main list padded to whole 64-entry blocks, then the extra list", () => {
+  // No extraTopkLength: every request walks all of both lists.
+  assert.deepEqual([...sparseScheduleLengths(100, undefined, 2, { topk: 40 })], [128 + 40, 128 + 40]);
+  assert.deepEqual([...sparseScheduleLengths(128, undefined, 1, { topk: 1 })], [129]);
+  // Both clamped to [0, topk] first; 0 + 0 is raised to 1, an empty main list costs no padding.
+  const main = [0, 1, 64, 65, 100, 200, -3, 0, 0];
+  const extra = [0, 0, 0, 40, 41, -1, 7, 1 << 30, 2];
+  assert.deepEqual([...sparseScheduleLengths(100, main, undefined, { topk: 40, topkLength: extra })], [1, 64, 64, 168, 168, 128, 7, 40, 2]);
+  assert.deepEqual([...sparseScheduleLengths(100, undefined, 3, { topk: 40, topkLength: Int32Array.from([0, 5, 40]) })], [128, 133, 168]);
+  assert.deepEqual([...sparseScheduleLengths(100, [0, 65], undefined, { topk: 40 })], [40, 168]);
+});
+
+test("sparseScheduleLengths() with a second list is 64·ceil(main / 64) + extra on 200 seeded random batches, blocks summing per list", () => {
+  const rng = new Rng(4);
+  const clamp = (v: number, topk: number) => Math.min(Math.max(v, 0), topk);
+  for (let c = 0; c < 200; c++) {
+    const b = rng.int(1, 40);
+    const topk = [1, 63, 64, 65, 128, 512, 2048][rng.int(0, 7)];
+    const extraTopk = [1, 63, 64, 65, 128, 512][rng.int(0, 6)];
+    const draw = (max: number) => (rng.uniform() < 0.3 ? undefined : Int32Array.from({ length: b }, () => (rng.uniform() < 0.2 ? 0 : rng.int(-5, max + 6))));
+    const topkLength = draw(topk);
+    const extraLength = draw(extraTopk);
+    const lengths = sparseScheduleLengths(topk, topkLength, b, { topk: extraTopk, topkLength: extraLength });
+    for (let i = 0; i < b; i++) {
+      const m = clamp(topkLength?.[i] ?? topk, topk);
+      const e = clamp(extraLength?.[i] ?? extraTopk, extraTopk);
+      const label = `case ${c}, request ${i}: main ${m} of ${topk}, extra ${e} of ${extraTopk}`;
+      assert.equal(lengths[i], Math.max(64 * Math.ceil(m / 64) + e, 1), label);
+      // The kernel walks each list's blocks in turn; the scheduler must count the same ones.
+      assert.equal(numKvBlocks(lengths[i]), Math.max(numKvBlocks(m) * Number(m > 0) + numKvBlocks(e) * Number(e > 0), 1), label);
+    }
+    const parts = numSmPartsSparse(132, rng.int(1, 3), 64);
+    assert.doesNotThrow(() => checkSchedule(lengths, computeSchedule(lengths, parts), parts), `case ${c}`);
+  }
+});
+
+test("sparseScheduleLengths() names a bad second list", () => {
+  const throwsArg = (f: () => unknown, argument: string, pattern: RegExp) =>
+    assert.throws(f, (e: unknown) => e instanceof ArgumentError && e.argument === argument && pattern.test(e.message), argument);
+  throwsArg(() => sparseScheduleLengths(64, undefined, 2, { topk: 0 }), "extra.topk", /expected an integer >= 1, got 0/);
+  throwsArg(() => sparseScheduleLengths(64, undefined, 2, { topk: 2.5 }), "extra.topk", /got 2.5/);
+  throwsArg(() => sparseScheduleLengths(64, undefined, 2, { topk: 8, topkLength: [1, 2, 3] }), "extra.topkLength", /expected 2 lengths \(one per request\), got 3/);
+  throwsArg(() => sparseScheduleLengths(64, [1, 2], undefined, { topk: 8, topkLength: [1] }), "extra.topkLength", /expected 2 lengths/);
+  throwsArg(() => sparseScheduleLengths(64, undefined, 2, { topk: 8, topkLength: [1, NaN] }), "extra.topkLength", /expected integers, got extra.topkLength\[1\] = NaN/);
+  // The main list's errors keep their own name with a second list beside it.
+  throwsArg(() => sparseScheduleLengths(64, [1, 2.5], undefined, { topk: 8 }), "topkLength", /expected integers, got topkLength\[1\] = 2.5/);
+  throwsArg(() => sparseScheduleLengths(0, undefined, 2, { topk: 8 }), "topk", /got 0/);
+  throwsArg(() => sparseScheduleLengths(64, undefined, undefined, { topk: 8, topkLength: [1, 2] }), "b", /got undefined/);
+});
+
 test("computeSchedule() on sparse-v32 (b 128, topk 2048, s_q 2, h_q 128) gives 32 of its 33 parts four whole requests each", () => {
   const parts = numSmPartsSparse(132, 2, 128);
   const lengths = sparseScheduleLengths(2048, undefined, 128);
