@@ -1,16 +1,24 @@
+import { ArgumentError } from "../errors/ArgumentError.js";
 import { chooseKernel } from "../mla/chooseKernel.js";
 import type { KernelName } from "../mla/contract/kernelRegistry.js";
 import type { DecodeOverrides } from "../mla/flashMlaWithKvcache.js";
 import type { BenchCase } from "./cases.js";
 
-/** The main kernel a bench case names: a registry kernel, or "none" where no kernel serves the case yet. */
+/** The main kernel a bench case names: a registry kernel, or "none" where no kernel can serve the case. */
 export type BenchKernel = KernelName | "none";
 
 /**
- * The main kernel that serves bench case `c`: flashMlaWithKvcache's choice for its shape, or the one
- * `overrides` force; "none" for a DeepSeek-V4 (MODEL1) case, which no decode kernel serves yet
- * (docs/deepseek-v4.md).
+ * The main kernel that serves bench case `c`: flashMlaWithKvcache's choice for its shape and cache format
+ * (a DeepSeek-V4 case reads the MODEL1 cache: sparse_m64_model1, or sparse_h128x_model1 at 128 heads), or
+ * the one `overrides` force; "none" for a forced plan that has no kernel for the format (sparseKernelName
+ * refuses it: h16x over MODEL1).
  */
 export function benchCaseKernel(c: BenchCase, overrides: DecodeOverrides = {}): BenchKernel {
-  return c.model1 !== undefined ? "none" : chooseKernel(c, overrides);
+  if (c.model1 === undefined) return chooseKernel(c, overrides);
+  try {
+    return chooseKernel({ kind: c.kind, b: c.b, s_q: c.s_q, h_q: c.h_q, format: "MODEL1" }, overrides);
+  } catch (e) {
+    if (e instanceof ArgumentError && overrides.sparsePlan !== undefined) return "none";
+    throw e;
+  }
 }

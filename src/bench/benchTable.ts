@@ -19,11 +19,11 @@ const HEAD = ["case", "kernel", "µs median", "µs p90", "TFLOPS", "GB/s", "% ce
 
 /**
  * The end-of-run table of `flashmla bench`: one row per case with the kernel that served it, the
- * median and p90 time, TFLOPS, GB/s (for sparse cases the FP8 cache read, N_unique · 656 B over the
- * time), % of the binding measured roof, the bound, FlashMLA's anchor, the first bar and goal with a met/miss verdict, and
+ * median and p90 time, TFLOPS, GB/s (for sparse cases the FP8 cache read, N_unique · 656 B, or 584 B
+ * for MODEL1, over the time), % of the binding measured roof, the bound, FlashMLA's anchor, the first bar and goal with a met/miss verdict, and
  * the correctness check; then the SM clock, power and clock-event reasons NVML sampled during each
- * case's timed calls, the seed's cycle budget of each sparse case and a note for each case that is not
- * plainly ok (one note for the cases that share a reason: the eight DeepSeek-V4 cases without kernels).
+ * case's timed calls, the seed's cycle budget of each V3.2 sparse case and a note for each case that is
+ * not plainly ok (one note for the cases that share a reason).
  */
 export function benchTable(results: readonly BenchCaseResult[], opts: BenchTableOptions = {}): string {
   const c = opts.colors ?? pc.createColors(false);
@@ -58,7 +58,7 @@ export function benchTable(results: readonly BenchCaseResult[], opts: BenchTable
   const lines = [t.toString()];
   lines.push(c.dim(`% ceil: achieved TFLOPS (compute-bound) or GB/s (memory-bound) over the ${opts.ceilingLabel ?? "measured"} roof; times are the whole call (main kernel + combine).`));
   if (results.some((r) => r.kind === "sparse" && r.figures !== undefined)) {
-    lines.push(c.dim("sparse rows: GB/s is the FP8 cache read (N_unique · 656 B over the time); TFLOPS count N = Σ valid indices (FlashMLA's formulas)."));
+    lines.push(c.dim("sparse rows: GB/s is the FP8 cache read (N_unique · 656 B, 584 B for MODEL1, over the time); TFLOPS count N = Σ valid indices (FlashMLA's formulas)."));
   }
   const clocks = results.filter((r) => r.smClockMhz !== undefined).map(clockText);
   if (clocks.length > 0) {

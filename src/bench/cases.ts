@@ -44,8 +44,8 @@ export interface Target {
 
 /**
  * A DeepSeek-V4 sparse decode case over the MODEL1 cache (584-byte tokens, d_qk = d_v = 512), drawn as
- * FlashMLA's MODEL1 test draws it and makeModel1Case builds it: per cache, lengths max(trunc(N(s_k, s_k/2)), s_q)
- * and distinct random positions per query row, −1 padded.
+ * FlashMLA's MODEL1 test draws it (makeModel1Case's draws; makeGpuModel1Case builds each input set on the GPU):
+ * per cache, lengths max(trunc(N(s_k, s_k/2)), s_q) and distinct random positions per query row, −1 padded.
  */
 export interface Model1BenchSpec {
   /** Tokens per page of the main cache. */
@@ -166,8 +166,8 @@ const LONG_CASES: BenchCase[] = [
 // with FlashMLA 9241ae3's H200 times (whole call, CUDA events, median of 40); then V4-Pro's 128 heads under
 // tensor parallel 8 and 4, which FlashMLA cannot run (64 or 128 heads only; engines pad to 64). The TFLOPS are
 // the cost model's for those times: FlashMLA's own print for cfg3 and cfg4 (180, 287) counts the
-// extra_topk_length it drew, ours its mean. No MODEL1 decode kernel exists yet, so runBenchCase reports them
-// as not available; `flashmla roofline --case NAME` gives each one's counts and bound.
+// extra_topk_length it drew, ours its mean; a timed run counts the sets it drew. runBenchCase builds each input
+// set with makeGpuModel1Case; `flashmla roofline --case NAME` gives each one's counts and bound.
 const V4_MAIN = { s_k: 16384, topk: 128, pageBlockSize: 256 } as const;
 const V4_SOFTMAX_SCALE = MODEL1_D_QK ** -0.55;
 const v4Case = (

@@ -1,6 +1,6 @@
 import { D_V, SPARSE_HEADS_PER_CTA } from "../mla/contract/shape.js";
 import { decodeWithOverrides, type DecodeOverrides } from "../mla/flashMlaWithKvcache.js";
-import { getMlaMetadata } from "../mla/sched/MlaSchedMeta.js";
+import { getMlaMetadata, type MlaSchedMeta } from "../mla/sched/MlaSchedMeta.js";
 import { checkPlanFitsHeads, sparseKernelName } from "../mla/sparse/chooseSparseKernel.js";
 import { Rng } from "../numeric/random.js";
 import { mlaCost, type MlaCost, type MlaShape } from "../roofline/mlaCost.js";
@@ -11,7 +11,9 @@ import { Tensor } from "../runtime/Tensor.js";
 import { checkDenseCase, type CompareSummary } from "../testing/checkDenseCase.js";
 import { checkSparseCase } from "../testing/checkSparseCase.js";
 import { makeGpuDenseCase, type GpuDenseCase } from "../testing/gpuDenseCase.js";
+import { makeGpuModel1Case, type GpuModel1Case } from "../testing/gpuModel1Case.js";
 import { makeGpuSparseCase, type GpuSparseCase } from "../testing/gpuSparseCase.js";
+import { drawModel1Seqlens } from "../testing/model1Case.js";
 import { sampleSparseRows } from "../testing/sampleSparseRows.js";
 import { benchCaseKernel, type BenchKernel } from "./benchCaseKernel.js";
 import { benchCaseSeqlens } from "./benchCaseSeqlens.js";
@@ -19,7 +21,7 @@ import { benchCycleBudget, type BenchCycleBudget } from "./benchCycleBudget.js";
 import { benchFigures, type BenchFigures } from "./benchFigures.js";
 import { benchSpinKernel } from "./benchSpin.js";
 import { benchCaseShape, type Anchor, type BenchCase, type Target } from "./cases.js";
-import { sparseBenchSpec } from "./sparseBenchSpec.js";
+import { model1BenchSpec, sparseBenchSpec } from "./sparseBenchSpec.js";
 import type { NvmlSummary } from "./summarizeNvmlSamples.js";
 import { timeGpuCalls } from "./timeGpuCalls.js";
 import { timingStats, type TimingStats } from "./timingStats.js";
@@ -31,15 +33,13 @@ export interface BenchCaseResult {
   kind: "dense" | "sparse";
   /** The roof that binds the call under the run's roofs, by the cost model (see caseBound). */
   bound: Bound;
-  /** The main kernel that served the case (its registry name), or "none" where no kernel serves it yet. */
+  /** The main kernel that served the case (its registry name), or "none" where a forced plan has no kernel for its format. */
   kernel: BenchKernel;
-  /**
-   * ok: timed and checked; check-failed: timed, output wrong; not-available: no kernel serves it yet
-   * (DeepSeek-V4's MODEL1 cases) or a forced choice cannot run it; error: it threw.
-   */
+  /** ok: timed and checked; check-failed: timed, output wrong; not-available: a forced choice cannot run it; error: it threw. */
   status: "ok" | "check-failed" | "not-available" | "error";
   /** Why the case is not ok. */
   reason?: string;
+  /** The call's shape; seqlens summarizes the lengths of the first input set (of the main cache for MODEL1). */
   shape: { b: number; h_q: number; h_kv: number; s_q: number; causal: boolean; topk?: number; seqlens: { min: number; mean: number; max: number } };
   /** The cost-model shape (FlashMLA's formulas) and its FLOPs and bytes. */
   model: MlaShape;
@@ -66,7 +66,7 @@ export interface BenchCaseResult {
   clockSamples?: number;
   figures?: BenchFigures;
   check?: { ok: boolean; rows: number; badElements: number; out: CompareSummary; lse: CompareSummary; message: string };
-  /** Sparse: the seed's per-token cycle budget for the kernel that ran, and the share of it reached. */
+  /** Sparse V3.2: the seed's per-token cycle budget for the kernel that ran, and the share of it reached. */
   cycleBudget?: BenchCycleBudget;
   anchor?: Anchor;
   firstBar?: Target;
@@ -89,9 +89,6 @@ export interface RunBenchCaseOptions {
   onStage?: (stage: "setup" | "timing" | "check") => void;
 }
 
-/** Why the DeepSeek-V4 cases are not run. */
-const MODEL1_NOT_BUILT = "DeepSeek-V4 (MODEL1) decode kernels are not built yet (docs/deepseek-v4.md)";
-
 /** The smallest rotation that keeps a case's inputs out of the L2, and a cap that keeps setup time sane. */
 const MIN_SETS = 4;
 const MAX_SETS = 16;
@@ -111,9 +108,10 @@ interface InputSet {
  * sampled rows, and turns the median into figures. Dense sets come from makeGpuDenseCase; sparse
  * sets from makeGpuSparseCase (FlashMLA's benchmark data: distinct random indices, attn_sink on,
  * softmax scale 576^-0.55), figured with the N_unique of the sets actually drawn and the seed's
- * cycle budget. A DeepSeek-V4 (MODEL1) case returns "not-available" with its cost and bound and
- * without touching the GPU: no MODEL1 decode kernel exists yet. Never throws: failures become the
- * result's status and reason.
+ * cycle budget. DeepSeek-V4 (MODEL1) sets come from makeGpuModel1Case (FlashMLA's MODEL1 test data:
+ * both caches, each with its own lengths, pages and indices, the extra cache's random valid lengths
+ * where the case has them), figured with the N attended and N_unique drawn over both caches; the V3.2
+ * cycle budget does not apply to them. Never throws: failures become the result's status and reason.
  */
 export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCaseResult {
   const seed = opts.seed ?? 1;
@@ -130,7 +128,8 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
     ...(c.goal !== undefined ? { goal: c.goal } : {}),
   };
   const unsupported = overridesUnsupported(c, overrides);
-  const seqlens = benchCaseSeqlens(c, seed);
+  // A MODEL1 set draws its own lengths, the main cache's first, so set 0's come from its seed alone.
+  const seqlens = c.model1 !== undefined ? model1Seqlens(c, setSeed(seed, 0)) : benchCaseSeqlens(c, seed);
   const mean = seqlens.reduce((a, n) => a + n, 0) / seqlens.length;
   const shape = {
     b: c.b, h_q: c.h_q, h_kv: c.h_kv, s_q: c.s_q, causal: c.causal,
@@ -144,13 +143,12 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
   // The crossover rows describe h128x where a query token spans two 64-head CTAs.
   const crossover = kernel === sparseKernelName("h128x") && c.h_q > SPARSE_HEADS_PER_CTA;
   const budget = (measuredTflops?: number, timeUs?: number) => {
-    if (c.kind !== "sparse") return {};
+    // The seed's budget is V3.2's (576 + 512 dims, 512 quantized), not MODEL1's.
+    if (c.kind !== "sparse" || c.model1 !== undefined) return {};
     const measured = timeUs === undefined ? undefined : { timeUs, smCount: opts.device.smCount, clockMhz: opts.device.clockRateKHz / 1000, b: c.b, s_q: c.s_q, h_q: c.h_q, topk: c.topk! };
     return { cycleBudget: benchCycleBudget(c.h_q, { crossover, peakTflops: opts.roofs.tflops, measuredTflops, ...(measured !== undefined ? { measured } : {}) }) };
   };
   const bound = (k: MlaCost): Bound => roofline(k, opts.roofs).bound;
-  // The seed's budget above is V3.2's (576 + 512 dims, 512 quantized): a MODEL1 case has none until its kernel.
-  if (c.model1 !== undefined) return { ...base, bound: bound(cost), status: "not-available", reason: MODEL1_NOT_BUILT, shape, model, cost };
   if (unsupported !== undefined) return { ...base, bound: bound(cost), status: "not-available", reason: unsupported, shape, model, cost, ...budget() };
 
   const { device, stream } = opts;
@@ -159,12 +157,12 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
   const meta = getMlaMetadata();
   const denseSets: GpuDenseCase[] = [];
   const sparseSets: GpuSparseCase[] = [];
+  const model1Sets: GpuModel1Case[] = [];
   try {
     opts.onStage?.("setup");
     const makeSet = (s: number): InputSet => {
-      const setSeed = seed * 1000 + 1 + s;
       if (c.kind === "dense") {
-        const gc = makeGpuDenseCase({ b: c.b, s_q: c.s_q, h_q: c.h_q, h_kv: c.h_kv, seqlens, causal: c.causal, dtype: "bf16" }, { seed: setSeed, stream });
+        const gc = makeGpuDenseCase({ b: c.b, s_q: c.s_q, h_q: c.h_q, h_kv: c.h_kv, seqlens, causal: c.causal, dtype: "bf16" }, { seed: setSeed(seed, s), stream });
         denseSets.push(gc);
         return {
           inputBytes: gc.inputBytes,
@@ -176,7 +174,30 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
             }, overrides),
         };
       }
-      const gc = makeGpuSparseCase(sparseBenchSpec(c, seqlens), { seed: setSeed, stream });
+      if (c.model1 !== undefined) {
+        const gc = makeGpuModel1Case(model1BenchSpec(c), { seed: setSeed(seed, s), stream, softmaxScale: c.model1.softmaxScale });
+        model1Sets.push(gc);
+        // The schedule balances each request's valid lengths, and those differ between sets (v4-cfg3's
+        // extraTopkLength): each set is a decode step of its own, with its own metadata.
+        const setMeta: MlaSchedMeta = getMlaMetadata();
+        return {
+          inputBytes: gc.inputBytes,
+          dispose: () => {
+            try {
+              setMeta.dispose();
+            } finally {
+              gc.dispose();
+            }
+          },
+          call: (out, lse) => () =>
+            void decodeWithOverrides({
+              q: gc.q, kCache: gc.kCache, indices: gc.indices, topkLength: gc.topkLength, attnSink: gc.attnSink,
+              extraKCache: gc.extra?.kCache, extraIndices: gc.extra?.indices, extraTopkLength: gc.extra?.topkLength,
+              isFp8Kvcache: true, headDimV: D_V, schedMeta: setMeta, softmaxScale: gc.softmaxScale, stream, out, lse,
+            }, overrides),
+        };
+      }
+      const gc = makeGpuSparseCase(sparseBenchSpec(c, seqlens), { seed: setSeed(seed, s), stream });
       sparseSets.push(gc);
       return {
         inputBytes: gc.inputBytes,
@@ -195,15 +216,22 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
     count = Math.max(1, Math.min(count, Math.floor((0.6 * device.memInfo().free) / setBytes) + 1));
     for (let s = 1; s < count; s++) sets.push(makeSet(s));
     if (c.kind === "sparse") {
-      const avg = (f: (g: GpuSparseCase) => number) => sparseSets.reduce((a, g) => a + f(g), 0) / sparseSets.length;
-      model = { kind: "sparse", b: c.b, h_q: c.h_q, s_q: c.s_q, topk: c.topk, nAttended: avg((g) => g.nAttended), nUnique: avg((g) => g.nUnique) };
+      const drawn: ReadonlyArray<{ nAttended: number; nUnique: number }> = c.model1 !== undefined ? model1Sets : sparseSets;
+      const avg = (f: (g: { nAttended: number; nUnique: number }) => number) => drawn.reduce((a, g) => a + f(g), 0) / drawn.length;
+      const counts = { nAttended: avg((g) => g.nAttended), nUnique: avg((g) => g.nUnique) };
+      const extra = c.model1?.extra;
+      model =
+        c.model1 !== undefined
+          ? { kind: "sparse", format: "model1", b: c.b, h_q: c.h_q, s_q: c.s_q, topk: c.topk, ...(extra !== undefined ? { extra: { topk: extra.topk } } : {}), ...counts }
+          : { kind: "sparse", b: c.b, h_q: c.h_q, s_q: c.s_q, topk: c.topk, ...counts };
       cost = mlaCost(model);
     }
 
     const calls = sets.map((set) => {
       const out = Tensor.emptyDevice([c.b, c.s_q, c.h_q, D_V], "bf16", device.ordinal);
+      outputs.push(out);
       const lse = Tensor.emptyDevice([c.b, c.h_q, c.s_q], "f32", device.ordinal);
-      outputs.push(out, lse);
+      outputs.push(lse);
       // NaN poison: an element the kernel never writes shows in the check.
       out.buffer?.memset32(0x7fc07fc0, 0, undefined, stream);
       lse.buffer?.memset32(0x7fc00000, 0, undefined, stream);
@@ -224,8 +252,10 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
       const heads = [...new Set([0, c.h_q - 1, rng.int(0, c.h_q), rng.int(0, c.h_q)])].sort((x, y) => x - y);
       check = checkDenseCase(denseSets[0], result0, { stream, requests, heads });
     } else {
-      const first = sparseSets[0];
-      const rows = sampleSparseRows({ b: c.b, s_q: c.s_q, h_q: c.h_q, topk: first.topk, seed: seed + 7, attnSink: first.attnSinkHost, requests: [longest] });
+      const first = c.model1 !== undefined ? model1Sets[0] : sparseSets[0];
+      // A MODEL1 row reads both lists: the reference's work per row is their sum.
+      const entries = c.model1 !== undefined ? model1Sets[0].topk + (model1Sets[0].extra?.topk ?? 0) : sparseSets[0].topk;
+      const rows = sampleSparseRows({ b: c.b, s_q: c.s_q, h_q: c.h_q, topk: entries, seed: seed + 7, attnSink: first.attnSinkHost, requests: [longest] });
       check = checkSparseCase(first, result0, { stream, rows });
     }
 
@@ -264,13 +294,24 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
   }
 }
 
+/** The seed of input set `s` of a run seeded with `seed`. */
+function setSeed(seed: number, s: number): number {
+  return seed * 1000 + 1 + s;
+}
+
+/** The main cache's lengths of a MODEL1 set seeded with `seed`: its first draws (drawModel1Seqlens). */
+function model1Seqlens(c: BenchCase, seed: number): number[] {
+  const spec = model1BenchSpec(c);
+  return drawModel1Seqlens(new Rng(seed), { b: spec.b, s_q: spec.s_q, s_k: spec.s_k, varlen: spec.varlen ?? true });
+}
+
 /** Why a forced choice cannot run case `c` ("not available: ..."), or undefined when it can. */
 function overridesUnsupported(c: BenchCase, o: DecodeOverrides): string | undefined {
   if (c.kind === "dense" && o.sparsePlan !== undefined) return `not available: sparse plan "${o.sparsePlan}" forced on a dense case`;
   if (c.kind === "sparse" && (o.denseForm !== undefined || o.mergeSplitPairs !== undefined)) return "not available: a dense override forced on a sparse case";
   if (c.kind === "sparse" && o.sparsePlan !== undefined) {
     try {
-      checkPlanFitsHeads("runBenchCase", o.sparsePlan, c.h_q);
+      checkPlanFitsHeads("runBenchCase", o.sparsePlan, c.h_q, c.model1 !== undefined ? "MODEL1" : "V32");
     } catch (e) {
       return `not available: ${e instanceof Error ? e.message : String(e)}`;
     }

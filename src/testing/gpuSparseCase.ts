@@ -3,18 +3,17 @@ import { D_QK, D_V } from "../mla/contract/shape.js";
 import { writeKvCacheFp8 } from "../mla/kvCache/writeKvCacheFp8.js";
 import { FP8_TOKEN_BYTES } from "../numeric/kvCacheFp8.js";
 import { Rng } from "../numeric/random.js";
-import type { DeviceBuffer } from "../runtime/DeviceBuffer.js";
 import type { Stream } from "../runtime/Stream.js";
 import { Tensor } from "../runtime/Tensor.js";
 import { makeSparseCase, type SparseCase, type SparseCaseOptions } from "./sparseCase.js";
 import { drawAttnSink, drawSparseIndices, drawSparseLayout } from "./sparseCaseLayout.js";
-import { testFillKernels } from "./testFillKernels.js";
+import { buildOwningTensors } from "./buildOwningTensors.js";
+import { deviceBufferOf as bufferOf, FILL_CHUNK_TOKENS, fillNormalBf16, randomU64, writeDrawnTokens } from "./writeDrawnTokens.js";
 
 /** Tokens drawn and quantized per pass: a 302 MB bf16 buffer, whatever the size of the cache. */
-export const SPARSE_FILL_CHUNK_TOKENS = 1 << 18;
+export const SPARSE_FILL_CHUNK_TOKENS = FILL_CHUNK_TOKENS;
 /** The sparse kernel and the FP8 writer index slots with 32-bit ints. */
 const MAX_SLOTS = 2 ** 31 - 1;
-const U64_MASK = (1n << 64n) - 1n;
 
 /** The shape, lengths and data recipe of one sparse FP8 decode case. */
 export interface SparseCaseSpec {
@@ -77,8 +76,8 @@ export interface GpuSparseCase extends SparseCaseSpec {
  * distinct random positions below each length, FlashMLA's sinks); q and the KV tokens are drawn on
  * the GPU (bench_fill.cu `fill_normal_half`, a hash of seed and element index): the tokens that an
  * index entry points at go through a temporary bf16 buffer of {@link SPARSE_FILL_CHUNK_TOKENS} tokens
- * into the FP8 writer (writeKvCacheFp8 with a slot mapping), chunk by chunk; every other token keeps
- * the 0xff poison. Returns once the case is ready (the stream is synchronized).
+ * into the FP8 writer (writeKvCacheFp8 with a slot mapping), chunk by chunk (writeDrawnTokens); every
+ * other token keeps the 0xff poison. Returns once the case is ready (the stream is synchronized).
  */
 export function makeGpuSparseCase(spec: SparseCaseSpec, opts: { seed: number; stream: Stream }): GpuSparseCase {
   const fn = "makeGpuSparseCase";
@@ -110,57 +109,20 @@ export function makeGpuSparseCase(spec: SparseCaseSpec, opts: { seed: number; st
   const nAttended = countAttended(draw.indices, draw.topkLength, { b, s_q, topk, numSlots });
 
   const ordinal = stream.deviceOrdinal;
-  const k = testFillKernels(ordinal);
-  const owned: Tensor[] = [];
-  const scratch: Tensor[] = [];
-  const keep = (t: Tensor, list = owned) => (list.push(t), t);
-  try {
+  return buildOwningTensors(stream, ({ keep, upload }) => {
     const rowsPerBlock = pageBlockSize + blockPadTokens;
     const q = keep(Tensor.emptyDevice([b, s_q, h_q, D_QK], "bf16", ordinal));
     const cacheBuffer = keep(Tensor.emptyDevice([layout.numBlocks, rowsPerBlock, 1, FP8_TOKEN_BYTES], "u8", ordinal));
     const kCache = cacheBuffer.view([layout.numBlocks, pageBlockSize, 1, FP8_TOKEN_BYTES], [rowsPerBlock * FP8_TOKEN_BYTES, FP8_TOKEN_BYTES, FP8_TOKEN_BYTES, 1]);
-    const indices = keep(Tensor.emptyDevice([b, s_q, topk], "i32", ordinal));
-    bufferOf(indices).copyFromHost(draw.indices, 0, stream);
-    let topkLength: Tensor | undefined;
-    if (draw.topkLength !== undefined) {
-      topkLength = keep(Tensor.emptyDevice([b], "i32", ordinal));
-      bufferOf(topkLength).copyFromHost(draw.topkLength, 0, stream);
-    }
-    let attnSink: Tensor | undefined;
-    if (sinkHost !== undefined) {
-      attnSink = keep(Tensor.emptyDevice([h_q], "f32", ordinal));
-      bufferOf(attnSink).copyFromHost(sinkHost, 0, stream);
-    }
+    const indices = upload(draw.indices, [b, s_q, topk], "i32");
+    const topkLength = draw.topkLength === undefined ? undefined : upload(draw.topkLength, [b], "i32");
+    const attnSink = sinkHost === undefined ? undefined : upload(sinkHost, [h_q], "f32");
 
-    // Grid-stride kernels: 1024 blocks of 256 threads cover any size on any Hopper GPU.
-    const fill = (dst: Tensor, fillSeed: bigint, scale: number) =>
-      k.fillNormalHalf.launch({ grid: 1024, block: 256, stream }, [
-        { kind: "ptr", value: dst.ptr },
-        { kind: "u64", value: BigInt(dst.numel) },
-        { kind: "u64", value: fillSeed },
-        { kind: "f32", value: scale },
-        { kind: "f32", value: 1 },
-        { kind: "i32", value: 0 },
-      ]);
-    fill(q, qSeed, 1);
+    fillNormalBf16(q, qSeed, 1, stream);
     bufferOf(cacheBuffer).memset8(0xff, 0, undefined, stream);
-    if (slots.length > 0) {
-      const slotsDevice = keep(Tensor.emptyDevice([slots.length], "i32", ordinal), scratch);
-      bufferOf(slotsDevice).copyFromHost(slots, 0, stream);
-      const chunkTokens = Math.min(SPARSE_FILL_CHUNK_TOKENS, slots.length);
-      const chunk = keep(Tensor.emptyDevice([chunkTokens, D_QK], "bf16", ordinal), scratch);
-      // One buffer serves every chunk: the stream orders each fill after the previous chunk's write.
-      for (let start = 0, c = 0n; start < slots.length; start += chunkTokens, c++) {
-        const n = Math.min(chunkTokens, slots.length - start);
-        const kv = Tensor.fromDeviceBuffer(bufferOf(chunk), [n, D_QK], "bf16");
-        fill(kv, (kvSeed + c * 0x9e3779b97f4a7c15n) & U64_MASK, 0.1);
-        const slotMapping = Tensor.fromDeviceBuffer(bufferOf(slotsDevice), [n], "i32", { byteOffset: start * 4 });
-        writeKvCacheFp8({ kv, slotMapping, kCache, stream });
-      }
-    }
-    // The host arrays must outlive the async copies, and the chunk the writes that read it.
+    writeDrawnTokens({ slots, dims: D_QK, seed: kvSeed, scale: 0.1, stream, write: (kv, slotMapping) => writeKvCacheFp8({ kv, slotMapping, kCache, stream }) });
+    // The host arrays must outlive the async copies.
     stream.synchronize();
-    let disposed = false;
     return {
       ...spec,
       seqlens: layout.seqlens,
@@ -177,23 +139,8 @@ export function makeGpuSparseCase(spec: SparseCaseSpec, opts: { seed: number; st
       nAttended,
       nUnique: slots.length,
       inputBytes: q.numel * 2 + cacheBuffer.numel + indices.numel * 4,
-      dispose() {
-        if (disposed) return;
-        disposed = true;
-        for (const t of owned) t.dispose();
-      },
     };
-  } catch (e) {
-    try {
-      stream.synchronize();
-    } catch {
-      // A broken context: freeing below is all that is left to do.
-    }
-    for (const t of owned) t.dispose();
-    throw e;
-  } finally {
-    for (const t of scratch) t.dispose();
-  }
+  });
 }
 
 /** The slots whose flag is set, ascending: the FP8 writer's slot mapping. */
@@ -220,10 +167,6 @@ export function countAttended(indices: Int32Array, topkLength: Int32Array | unde
     }
   }
   return n;
-}
-
-function randomU64(rng: Rng): bigint {
-  return (BigInt(rng.nextU32()) << 32n) | BigInt(rng.nextU32());
 }
 
 /** A host-made sparse case (makeSparseCase) and its tensors copied to the GPU (device 0). */
@@ -268,9 +211,4 @@ export function uploadSparseCase(opts: SparseCaseOptions): UploadedSparseCase {
     for (const t of owned) t.dispose();
     throw e;
   }
-}
-
-function bufferOf(t: Tensor): DeviceBuffer {
-  if (t.buffer === undefined) throw new Error("a device tensor without device storage");
-  return t.buffer;
 }

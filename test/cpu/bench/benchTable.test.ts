@@ -34,10 +34,23 @@ test("benchTable() shows sparse rows' FP8 cache read as GB/s and the seed's cycl
   assert.equal(cells[7], "memory");
   assert.match(cells[10], /≥ 3500 GB\/s cache (met|miss)/);
   assert.equal(cells[11], "ok");
-  assert.match(text, /sparse rows: GB\/s is the FP8 cache read \(N_unique · 656 B over the time\)/);
+  assert.match(text, /sparse rows: GB\/s is the FP8 cache read \(N_unique · 656 B, 584 B for MODEL1, over the time\)/);
   assert.match(text, /^sparse-v32 \(sparse_h128x_bf16\): seed cycle budget: crossover: 34\.0 MMA clk vs 25\.0 dequant clk per token \(50\.0 without\) → MMA-bound, ≤ 100 % of peak \(767 TFLOPS\); measured 52 % of it$/m);
   assert.match(text, /^sparse-h16 \(sparse_h16x_bf16\): seed cycle budget: 34\.0 MMA clk vs 50\.0 dequant clk per token .*16 of 64 heads per CTA useful → dequant-bound, ≤ 17 % of peak/m);
   assert.equal((text.match(/seed cycle budget/g) ?? []).length, 2);
+});
+
+test("benchTable() shows a timed v4 row with its MODEL1 kernel and cache read, and no cycle budget", () => {
+  const cfg1 = timedResult("v4-cfg1", 90);
+  const h16 = timedResult("v4-h16", 50);
+  const text = benchTable([cfg1, h16]);
+  const cells = text.split("\n").find((l) => l.includes("v4-cfg1"))!.split("│").map((s) => s.trim()).filter((s) => s !== "");
+  assert.deepEqual(cells.slice(0, 3), ["v4-cfg1", "sparse_m64_model1", "90.0"]);
+  // Memory-bound: quoted by the FP8 cache read, N_unique · 584 B over the time.
+  assert.equal(cells[5], ((cfg1.cost.nUnique! * 584) / 90e-6 / 1e9).toFixed(0));
+  assert.deepEqual(cells.slice(7), ["memory", "90.9 µs, 236 TFLOPS", "≤ 90.9 µs met", "≤ 79.0 µs miss", "ok"]);
+  assert.match(text, /v4-h16 +│ sparse_m64_model1 .*≥ 3500 GB\/s cache (met|miss) +│ ok/);
+  assert.doesNotMatch(text, /seed cycle budget|note:/);
 });
 
 test("benchTable() marks a failed check and prints why", () => {

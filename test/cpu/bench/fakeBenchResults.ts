@@ -1,3 +1,4 @@
+import { benchCaseKernel } from "../../../src/bench/benchCaseKernel.js";
 import { benchCaseByName, benchCaseShape, caseBound } from "../../../src/bench/cases.js";
 import { benchCycleBudget } from "../../../src/bench/benchCycleBudget.js";
 import { benchFigures } from "../../../src/bench/benchFigures.js";
@@ -11,7 +12,7 @@ export const ROOFS = { tflops: 767, gbPerS: 4138 };
 
 /**
  * A result as runBenchCase() would return it for case `name` timed at `timeUs` (median exactly, min 1 µs
- * less, p90 1.4 µs more) by the kernel flashMlaWithKvcache chooses for it, check ok, figured against
+ * less, p90 1.4 µs more) by the kernel flashMlaWithKvcache chooses for it (MODEL1's for a v4 case), check ok, figured against
  * `roofs` (the run's measured ceilings).
  */
 export function timedResult(name: string, timeUs: number, roofs: { tflops: number; gbPerS: number } = ROOFS): BenchCaseResult {
@@ -24,7 +25,7 @@ export function timedResult(name: string, timeUs: number, roofs: { tflops: numbe
     ...(c.group !== undefined ? { group: c.group } : {}),
     kind: c.kind,
     bound: caseBound(c, roofs),
-    kernel: chooseKernel(c),
+    kernel: benchCaseKernel(c),
     status: "ok",
     shape: { b: c.b, h_q: c.h_q, h_kv: c.h_kv, s_q: c.s_q, causal: c.causal, seqlens: { min: 1, mean: 2, max: 3 } },
     model,
@@ -62,7 +63,7 @@ export function notAvailableResult(name: string): BenchCaseResult {
   const c = benchCaseByName(name)!;
   const model = benchCaseShape(c);
   return {
-    case: c.name, kind: c.kind, bound: caseBound(c, ROOFS), kernel: chooseKernel(c), status: "not-available",
+    case: c.name, kind: c.kind, bound: caseBound(c, ROOFS), kernel: benchCaseKernel(c), status: "not-available",
     reason: "not available: a dense override forced on a sparse case",
     shape: { b: c.b, h_q: c.h_q, h_kv: c.h_kv, s_q: c.s_q, causal: c.causal, seqlens: { min: 1, mean: 1, max: 1 } },
     model, cost: mlaCost(model),

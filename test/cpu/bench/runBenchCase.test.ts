@@ -1,15 +1,19 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { benchCaseKernel } from "../../../src/bench/benchCaseKernel.js";
 import { benchRecord } from "../../../src/bench/benchRecord.js";
 import { benchTable } from "../../../src/bench/benchTable.js";
 import { BENCH_CASES, benchCaseByName, benchCaseShape, caseBound } from "../../../src/bench/cases.js";
 import { runBenchCase } from "../../../src/bench/runBenchCase.js";
+import { model1BenchSpec } from "../../../src/bench/sparseBenchSpec.js";
 import { timingStats } from "../../../src/bench/timingStats.js";
 import { expectedUniqueTokens, mlaCost } from "../../../src/roofline/mlaCost.js";
 import type { Device } from "../../../src/runtime/Device.js";
 import type { Stream } from "../../../src/runtime/Stream.js";
+import { planGpuModel1Case } from "../../../src/testing/gpuModel1Case.js";
 
-// A case a forced choice cannot run returns before touching the GPU, so none is needed here.
+// A case a forced choice cannot run returns before touching the GPU, so none is needed here; any other
+// case reaches the GPU and fails there.
 const NO_DEVICE = { device: undefined as unknown as Device, stream: undefined as unknown as Stream, roofs: { tflops: 767, gbPerS: 4138 } };
 
 test("runBenchCase() reports a sparse case as not available for a dense override, with FlashMLA's cost model and the cycle budget", () => {
@@ -39,34 +43,73 @@ test("runBenchCase() reports sparse-h16 as not available for a forced h128x, its
   assert.match(dense.reason!, /sparse plan "m64" forced on a dense case/);
 });
 
-const V4_REASON = "DeepSeek-V4 (MODEL1) decode kernels are not built yet (docs/deepseek-v4.md)";
 const V4 = BENCH_CASES.filter((c) => c.group === "v4");
+/** What runBenchCase says when h16x, which has no MODEL1 kernel, is forced on a v4 case. */
+const NO_H16X_MODEL1 = `not available: runBenchCase(): argument 'overrides.sparsePlan': expected "m64" or "h128x" with the MODEL1 cache (no h16x kernel reads it), got "h16x"`;
 
-test("runBenchCase() reports every v4 case as not available without a GPU, with the MODEL1 cost model and its bound", () => {
+test("every v4 case names the MODEL1 kernel flashMlaWithKvcache runs for it: h128x at 128 heads, m64 otherwise", () => {
   assert.equal(V4.length, 8);
+  assert.deepEqual(Object.fromEntries(V4.map((c) => [c.name, benchCaseKernel(c)])), {
+    "v4-cfg1": "sparse_m64_model1",
+    "v4-cfg2": "sparse_h128x_model1",
+    "v4-cfg3": "sparse_m64_model1",
+    "v4-cfg4": "sparse_h128x_model1",
+    "v4-peak-h64": "sparse_m64_model1",
+    "v4-peak-h128": "sparse_h128x_model1",
+    // MODEL1 has no h16x kernel: 16 heads run m64 (rows past h_q masked).
+    "v4-h16": "sparse_m64_model1",
+    "v4-h32": "sparse_m64_model1",
+  });
+  const cfg2 = benchCaseByName("v4-cfg2")!;
+  assert.equal(benchCaseKernel(cfg2, { sparsePlan: "m64" }), "sparse_m64_model1");
+  assert.equal(benchCaseKernel(cfg2, { sparsePlan: "h16x" }), "none");
+  // The V3.2 cases keep their kernels.
+  assert.equal(benchCaseKernel(benchCaseByName("sparse-h16")!), "sparse_h16x_bf16");
+});
+
+test("runBenchCase() reports a forced plan a v4 case cannot run as not available, with the MODEL1 cost model, set 0's lengths and no cycle budget", () => {
   for (const c of V4) {
     // NO_DEVICE: any use of the device or the stream would throw.
-    const r = runBenchCase(c, NO_DEVICE);
+    const r = runBenchCase(c, { overrides: { sparsePlan: "h16x" }, ...NO_DEVICE });
     assert.equal(r.status, "not-available", c.name);
-    assert.equal(r.reason, V4_REASON, c.name);
+    assert.equal(r.reason, NO_H16X_MODEL1, c.name);
     assert.equal(r.kernel, "none", c.name);
     assert.equal(r.group, "v4", c.name);
     assert.deepEqual(r.model, benchCaseShape(c), c.name);
     assert.deepEqual(r.cost, mlaCost(benchCaseShape(c)), c.name);
     assert.equal(r.bound, caseBound(c, NO_DEVICE.roofs), c.name);
     assert.equal(r.shape.topk, c.topk, c.name);
-    assert.equal(r.shape.seqlens.mean > 0, true, c.name);
     for (const field of ["timeUs", "figures", "check", "cycleBudget", "sets"] as const) assert.equal(r[field], undefined, `${c.name}: ${field}`);
     assert.deepEqual([r.anchor, r.firstBar, r.goal], [c.anchor, c.firstBar, c.goal], c.name);
   }
-  // A forced plan changes nothing: there is no MODEL1 kernel to force.
-  const forced = runBenchCase(benchCaseByName("v4-cfg2")!, { overrides: { sparsePlan: "m64" }, ...NO_DEVICE });
-  assert.equal(forced.reason, V4_REASON);
-  assert.equal(runBenchCase(benchCaseByName("v4-cfg2")!, NO_DEVICE).cost.flop, 77_309_411_328);
+  // The lengths are those the first input set's main cache draws (seed 1: set seed 1001), FlashMLA's MODEL1 draw.
+  const cfg1 = benchCaseByName("v4-cfg1")!;
+  const r = runBenchCase(cfg1, { overrides: { sparsePlan: "h16x" }, ...NO_DEVICE });
+  const lengths = planGpuModel1Case(model1BenchSpec(cfg1), 1001).main.layout.seqlens;
+  assert.deepEqual(r.shape.seqlens, { min: Math.min(...lengths), mean: lengths.reduce((a, n) => a + n, 0) / 128, max: Math.max(...lengths) });
+  assert.ok(Math.abs(r.shape.seqlens.mean - 16384) < 1500 && r.shape.seqlens.min >= 2, JSON.stringify(r.shape.seqlens));
+
+  const h128x = runBenchCase(cfg1, { overrides: { sparsePlan: "h128x" }, ...NO_DEVICE });
+  assert.equal(h128x.kernel, "sparse_h128x_model1");
+  assert.match(h128x.reason!, /not available: .*"h128x" only at h_q = 128.*got h_q = 64/);
+  const dense = runBenchCase(cfg1, { overrides: { denseForm: "fast" }, ...NO_DEVICE });
+  assert.equal(dense.reason, "not available: a dense override forced on a sparse case");
+  assert.equal(dense.kernel, "sparse_m64_model1");
+  assert.equal(dense.cycleBudget, undefined);
+  assert.equal(runBenchCase(benchCaseByName("v4-cfg2")!, { overrides: { sparsePlan: "h16x" }, ...NO_DEVICE }).cost.flop, 77_309_411_328);
 });
 
-test("bench's table and record show the v4 rows as not available: no time, FlashMLA's figure, the targets, one note", () => {
-  const rows = V4.map((c) => runBenchCase(c, NO_DEVICE));
+test("runBenchCase() builds a v4 case's sets on the GPU: without one it reports the error, not a missing kernel", () => {
+  // The host draws run; the first GPU call (the stream's device) throws, and the result says so.
+  const r = runBenchCase(benchCaseByName("v4-h16")!, NO_DEVICE);
+  assert.equal(r.status, "error");
+  assert.equal(r.kernel, "sparse_m64_model1");
+  assert.doesNotMatch(r.reason!, /not built|not available/);
+  assert.equal(r.cycleBudget, undefined);
+});
+
+test("bench's table and record show v4 rows a forced plan cannot run: no time, FlashMLA's figure, the targets, one note", () => {
+  const rows = V4.map((c) => runBenchCase(c, { overrides: { sparsePlan: "h16x" }, ...NO_DEVICE }));
   const text = benchTable(rows);
   assert.match(text, /v4-cfg1 +│ none +│ n\/a +│ +│ +│ +│ +│ memory +│ 90\.9 µs, 236 TFLOPS +│ ≤ 90\.9 µs +│ ≤ 79\.0 µs +│ not available/);
   assert.match(text, /v4-peak-h128 +│ none +│ n\/a .*│ compute +│ 2687 µs, 473 TFLOPS +│ ≤ 2687\.2 µs +│ ≤ 2336\.7 µs +│ not available/);
@@ -74,7 +117,7 @@ test("bench's table and record show the v4 rows as not available: no time, Flash
   assert.match(text, /v4-h32 +│ none +│ n\/a .*│ memory +│ - +│ - +│ - +│ not available/);
   // One note for the eight, not eight notes.
   assert.equal((text.match(/note:/g) ?? []).length, 1);
-  assert.match(text, new RegExp(`^note: ${V4.map((c) => c.name).join(", ")}: DeepSeek-V4 \\(MODEL1\\) decode kernels are not built yet \\(docs/deepseek-v4\\.md\\)$`, "m"));
+  assert.ok(text.includes(`note: ${V4.map((c) => c.name).join(", ")}: ${NO_H16X_MODEL1}\n`));
   assert.doesNotMatch(text, /sparse rows:|seed cycle budget/);
 
   const t = timingStats([1]);
@@ -93,7 +136,7 @@ test("bench's table and record show the v4 rows as not available: no time, Flash
     results: rows,
   })));
   const cfg1 = record.results[0];
-  assert.deepEqual([cfg1.case, cfg1.group, cfg1.kernel, cfg1.status, cfg1.reason], ["v4-cfg1", "v4", "none", "not-available", V4_REASON]);
+  assert.deepEqual([cfg1.case, cfg1.group, cfg1.kernel, cfg1.status, cfg1.reason], ["v4-cfg1", "v4", "none", "not-available", NO_H16X_MODEL1]);
   assert.deepEqual([cfg1.flop, cfg1.bytes, cfg1.nAttended, cfg1.nUnique, cfg1.bound], [21_474_836_480, 127_966_208, 163_840, 161_664, "memory"]);
   assert.equal(cfg1.usMedian, undefined);
   assert.equal(cfg1.anchor.timeUs, 90.9);

@@ -2,9 +2,9 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { BENCH_CASES, benchCaseByName } from "../../../src/bench/cases.js";
 import { benchCaseSeqlens } from "../../../src/bench/benchCaseSeqlens.js";
-import { sparseBenchSpec } from "../../../src/bench/sparseBenchSpec.js";
+import { model1BenchSpec, sparseBenchSpec } from "../../../src/bench/sparseBenchSpec.js";
 
-// The V3.2 cases; the v4 group's MODEL1 cases are makeModel1Case's data, not this spec's.
+// The V3.2 cases; the v4 group's MODEL1 cases take model1BenchSpec (makeModel1Case's draws).
 const V32_SPARSE = BENCH_CASES.filter((c) => c.kind === "sparse" && c.model1 === undefined);
 
 test("sparseBenchSpec() gives each sparse case FlashMLA's benchmark data: fixed lengths, sink on, no topkLength, pages of 64", () => {
@@ -35,4 +35,15 @@ test("four input sets of every sparse case fit well within an H200's 141 GB (eac
     // Token ids stay 32-bit.
     assert.ok(numBlocks * 64 < 2 ** 31);
   }
+});
+
+test("model1BenchSpec() refuses what is not a MODEL1 case, and a list of lengths it cannot draw per cache", () => {
+  assert.throws(() => model1BenchSpec(benchCaseByName("sparse-v32")!), /model1BenchSpec\(\): argument 'c': expected a MODEL1 sparse case with a topk, got sparse case sparse-v32/);
+  assert.throws(() => model1BenchSpec(benchCaseByName("dense-b1")!), /got dense case dense-b1/);
+  const v4 = benchCaseByName("v4-h16")!;
+  assert.throws(() => model1BenchSpec({ ...v4, seqlens: { kind: "list", values: Array(128).fill(100) } }), /argument 'c.seqlens': expected fixed or varlen lengths/);
+  assert.deepEqual(model1BenchSpec({ ...v4, seqlens: { kind: "fixed", s_k: 4096 } }).varlen, false);
+  assert.equal(model1BenchSpec(v4).extra?.topkLengthRandom, undefined);
+  assert.equal(model1BenchSpec(benchCaseByName("v4-cfg4")!).extra?.topkLengthRandom, true);
+  assert.equal(model1BenchSpec(benchCaseByName("v4-peak-h64")!).extra, undefined);
 });

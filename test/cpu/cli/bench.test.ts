@@ -79,20 +79,21 @@ test("flashmla bench --list names every case with the kernel that serves it and 
   ]) {
     assert.match(r.out, line);
   }
-  // The v4 group (issue 34): no kernel serves MODEL1 yet, so each says so; the bound is the cost model's.
+  // The v4 group (issue 34): the MODEL1 kernels, h128x at 128 heads and m64 elsewhere; the bound is the cost model's.
   for (const line of [
-    /v4-cfg1 +sparse +none +b=128 h_q=64 s_q=2 s_k ~16384 varlen topk 128 \+ extra s_k ~16384 topk 512 +\(memory\) \[no kernel\]$/m,
-    /v4-cfg2 +sparse +none +b=128 h_q=128 s_q=2 s_k ~16384 varlen topk 128 \+ extra s_k ~16384 topk 1024 +\(compute\) \[no kernel\]$/m,
-    /v4-cfg3 +sparse +none +b=128 h_q=64 s_q=2 .* topk 1024 \(valid U\[0, 1024\]\) +\(memory\) \[no kernel\]$/m,
-    /v4-cfg4 +sparse +none +b=128 h_q=128 s_q=2 .* topk 1024 \(valid U\[0, 1024\]\) +\(compute\) \[no kernel\]$/m,
-    /v4-peak-h64 +sparse +none +b=148 h_q=64 s_q=2 s_k ~32768 varlen topk 16384 +\(compute\) \[no kernel\]$/m,
-    /v4-peak-h128 +sparse +none +b=148 h_q=128 s_q=2 s_k ~32768 varlen topk 16384 +\(compute\) \[no kernel\]$/m,
-    /v4-h16 +sparse +none +b=128 h_q=16 .* +\(memory\) \[no kernel\]$/m,
-    /v4-h32 +sparse +none +b=128 h_q=32 .* +\(memory\) \[no kernel\]$/m,
+    /v4-cfg1 +sparse +sparse_m64_model1 +b=128 h_q=64 s_q=2 s_k ~16384 varlen topk 128 \+ extra s_k ~16384 topk 512 +\(memory\)$/m,
+    /v4-cfg2 +sparse +sparse_h128x_model1 +b=128 h_q=128 s_q=2 s_k ~16384 varlen topk 128 \+ extra s_k ~16384 topk 1024 +\(compute\)$/m,
+    /v4-cfg3 +sparse +sparse_m64_model1 +b=128 h_q=64 s_q=2 .* topk 1024 \(valid U\[0, 1024\]\) +\(memory\)$/m,
+    /v4-cfg4 +sparse +sparse_h128x_model1 +b=128 h_q=128 s_q=2 .* topk 1024 \(valid U\[0, 1024\]\) +\(compute\)$/m,
+    /v4-peak-h64 +sparse +sparse_m64_model1 +b=148 h_q=64 s_q=2 s_k ~32768 varlen topk 16384 +\(compute\)$/m,
+    /v4-peak-h128 +sparse +sparse_h128x_model1 +b=148 h_q=128 s_q=2 s_k ~32768 varlen topk 16384 +\(compute\)$/m,
+    /v4-h16 +sparse +sparse_m64_model1 +b=128 h_q=16 .* +\(memory\)$/m,
+    /v4-h32 +sparse +sparse_m64_model1 +b=128 h_q=32 .* +\(memory\)$/m,
   ]) {
     assert.match(r.out, line);
   }
-  assert.match(r.out, /^\[no kernel\]: DeepSeek-V4 \(MODEL1\) cases; their decode kernels are not built yet \(docs\/deepseek-v4\.md\), so bench reports them as not available$/m);
+  // Every case has a kernel now: no "[no kernel]" marks and no note about them.
+  assert.doesNotMatch(r.out, /no kernel|none/);
   assert.doesNotMatch(r.out, /--kernel|seesaw|sparse_v1|crossover_v/);
 });
 
