@@ -15,7 +15,6 @@ export const SPARSE_PLANS: readonly SparsePlan[] = Object.freeze(["m64", "h128x"
 /** The most query heads h16x takes: its wgmma N. */
 export const H16X_MAX_HEADS = 16;
 
-
 /**
  * The plan a sparse call of `h_q` heads runs: h16x at h_q ≤ 16 (V32; MODEL1 has no h16x kernel yet and
  * runs m64 there), h128x at 128, m64 otherwise. On the H200, sparse-v32 (128 heads) took 383.7 µs with

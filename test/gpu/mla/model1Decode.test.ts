@@ -180,10 +180,11 @@ describeGpu("MODEL1 argument checks on the GPU path", () => {
     const held: Tensor[] = [];
     try {
       const v32Cache = Tensor.toDevice(Tensor.zerosHost([2, 64, 1, 656], "u8"));
-      held.push(v32Cache);
+      const lengths = Tensor.toDevice(Tensor.fromHost(new Int32Array([5, 9]), [2], "i32"));
+      held.push(v32Cache, lengths);
       const named = (arg: string, re: RegExp) => (e: unknown) => e instanceof ArgumentError && e.argument === arg && re.test(e.message);
       assert.throws(() => flashMlaWithKvcache({ ...u.args, extraKCache: v32Cache, schedMeta: meta }), named("extraKCache", /584/));
-      assert.throws(() => flashMlaWithKvcache({ ...u.args, extraKCache: undefined, extraIndices: undefined, schedMeta: meta }), named("extraTopkLength", /without extraKCache/));
+      assert.throws(() => flashMlaWithKvcache({ ...u.args, extraKCache: undefined, extraIndices: undefined, extraTopkLength: lengths, schedMeta: meta }), named("extraTopkLength", /without extraKCache/));
       assert.throws(() => decodeWithOverrides({ ...u.args, schedMeta: meta }, { sparsePlan: "h16x" }), named("overrides.sparsePlan", /MODEL1/));
       assert.equal(meta.initialized, false);
     } finally {

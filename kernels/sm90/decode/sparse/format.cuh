@@ -16,13 +16,15 @@ struct TokenPlace {
   int page_block_size;
 };
 
+// A branch per cache rather than selects: each division is then by a kernel parameter, whose
+// reciprocal the compiler computes once, not by a divisor chosen per thread.
 __device__ __forceinline__ TokenPlace token_place(const SparseParams& p, int slot) {
-  const bool extra = slot >= p.num_slots;
-  const int id = extra ? slot - p.num_slots : slot;
-  const int pbs = extra ? p.extra_page_block_size : p.page_block_size;
-  const long long stride = extra ? p.extra_kv_block_stride : p.kv_block_stride;
-  const int page = id / pbs;
-  return {(extra ? p.extra_kv : p.kv) + page * stride, id - page * pbs, pbs};
+  if (slot < p.num_slots) {
+    const int page = slot / p.page_block_size;
+    return {p.kv + page * p.kv_block_stride, slot - page * p.page_block_size, p.page_block_size};
+  }
+  const int id = slot - p.num_slots, page = id / p.extra_page_block_size;
+  return {p.extra_kv + page * p.extra_kv_block_stride, id - page * p.extra_page_block_size, p.extra_page_block_size};
 }
 
 // Four e4m3 codes -> two bf16x2 words times a bf16 scale (a power of two: exact), through the conversion
