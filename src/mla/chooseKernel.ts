@@ -25,5 +25,5 @@ export interface KernelChoiceShape {
 export function chooseKernel(shape: KernelChoiceShape, overrides: DecodeOverrides = {}): KernelName {
   if (shape.kind === "sparse") return sparseKernelName(overrides.sparsePlan ?? chooseSparseKernel(shape.h_q, shape.format), shape.format);
   const rows_per_kv = (shape.s_q * shape.h_q) / (shape.h_kv ?? 1);
-  return denseKernelName(overrides.denseForm ?? chooseDenseKernel(shape.b, rows_per_kv), shape.dtype ?? "bf16");
+  return denseKernelName(overrides.denseForm ?? chooseDenseKernel(rows_per_kv), shape.dtype ?? "bf16");
 }

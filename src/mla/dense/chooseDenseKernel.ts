@@ -12,13 +12,13 @@ export const DENSE_FORMS: readonly DenseForm[] = Object.freeze(["fast", "pipe"])
 
 /**
  * The form a dense call runs: "pipe" where the work is compute-bound (at least 128 query rows per KV
- * head: h_q / h_kv · s_q) and the batch long enough that each SM part walks many blocks (b ≥ 16),
- * "fast" elsewhere. H200, one call: dense-compute 522.2 µs with pipe against 531.7 with fast,
- * dense-compute-mtp 939.3 against 1002.0; dense-b1 (b 1) 42.4 against 42.2, and the memory-bound
- * cases 0–2 µs slower with pipe.
+ * head: h_q / h_kv · s_q), "fast" elsewhere. H200, one call each: dense-compute 522.2 µs with pipe
+ * against 531.7 with fast, dense-compute-mtp 839 against 920; long-b4-128k-mtp (b 4) 429.7 against
+ * 465.4 and long-b1-128k (b 1) 73.0 against 75.7; the memory-bound cases (fewer rows) 0–2 µs slower
+ * with pipe.
  */
-export function chooseDenseKernel(b: number, rows_per_kv: number): DenseForm {
-  return rows_per_kv >= 128 && b >= 16 ? "pipe" : "fast";
+export function chooseDenseKernel(rows_per_kv: number): DenseForm {
+  return rows_per_kv >= 128 ? "pipe" : "fast";
 }
 
 /** The registry row of a form at a dtype. */

@@ -47,7 +47,7 @@ export function launchDense(args: FlashMlaWithKvcacheArgs, overrides: DenseOverr
   const rows_per_kv = call.s_q * heads_per_kv;
   const num_m_blocks = Math.ceil(rows_per_kv / BLOCK_M);
   const ordinal = q.deviceOrdinal;
-  const main = loadKernel(ordinal, denseKernelName(forced ?? chooseDenseKernel(call.b, rows_per_kv), q.dtype === "fp16" ? "fp16" : "bf16"));
+  const main = loadKernel(ordinal, denseKernelName(forced ?? chooseDenseKernel(rows_per_kv), q.dtype === "fp16" ? "fp16" : "bf16"));
 
   const ws = meta.denseWorkspace(
     FN,

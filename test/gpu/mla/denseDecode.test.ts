@@ -110,7 +110,7 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
   });
 
   test("flashMlaWithKvcache runs the form chooseDenseKernel picks: its bits are that form's, forced", () => {
-    // pipe at b 16 with 128 rows per KV head; fast with fewer requests (128, 128 and 64 rows).
+    // pipe at 128 rows per KV head (b 16 and 8, and 128 rows of s_q 2 · 64 heads), fast at 64 rows.
     const specs = [
       { b: 16, s_q: 1, h_q: 128, mean: 3000 },
       { b: 8, s_q: 1, h_q: 128, mean: 3000 },
@@ -118,8 +118,8 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
       { b: 5, s_q: 4, h_q: 16, mean: 777 },
     ] as const;
     for (const [i, spec] of specs.entries()) {
-      const form = chooseDenseKernel(spec.b, spec.s_q * spec.h_q);
-      assert.equal(form, spec.b >= 16 ? "pipe" : "fast", `case ${i}: the form for b ${spec.b}`);
+      const form = chooseDenseKernel(spec.s_q * spec.h_q);
+      assert.equal(form, spec.s_q * spec.h_q >= 128 ? "pipe" : "fast", `case ${i}: the form for ${spec.s_q * spec.h_q} rows`);
       const c = makeDenseCaseGpu({ seed: 9100 + i, b: spec.b, s_q: spec.s_q, h_q: spec.h_q, h_kv: 1, seqlens: { mean: spec.mean, varlen: true, zeroFraction: 0.1 }, causal: true, dtype: "bf16" });
       const api = run(c, undefined, {});
       const forced = run(c, undefined, { denseForm: form });
