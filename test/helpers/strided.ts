@@ -14,8 +14,13 @@ export function padded(t: Tensor, inner: number, pad: number, strides: readonly 
   return Tensor.fromHost(dst, [dst.length], t.dtype).view(t.shape, strides);
 }
 
-/** A device copy of a host tensor's whole storage, viewed with the host view's shape and strides (Tensor.toDevice would compact it). */
-export function uploadStorage(t: Tensor): Tensor {
+/**
+ * A device copy of a host tensor's whole storage, viewed with the host view's shape and strides
+ * (Tensor.toDevice would compact it: a MODEL1 cache's pages, padded rows). The copy's view starts at the
+ * storage's start, so the host view must too.
+ */
+export function uploadStorage<T extends Tensor>(t: T): T {
+  if (t.offset !== 0) throw new Error(`test bug: uploadStorage of a view at offset ${t.offset} (its copy would start at the storage's element 0)`);
   const store = Tensor.toDevice(Tensor.fromHost(t.host!, [t.host!.length], t.dtype));
-  return store.view(t.shape, t.strides);
+  return store.view(t.shape, t.strides) as T;
 }

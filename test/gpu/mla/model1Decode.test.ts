@@ -1,93 +1,16 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { ArgumentError } from "../../../src/errors/ArgumentError.js";
-import type { FlashMlaWithKvcacheArgs } from "../../../src/mla/args.js";
-import { D_V } from "../../../src/mla/contract/shape.js";
 import { decodeWithOverrides, flashMlaWithKvcache } from "../../../src/mla/flashMlaWithKvcache.js";
 import { mlaDecodeReference } from "../../../src/mla/reference/mlaDecodeReference.js";
 import { getMlaMetadata } from "../../../src/mla/sched/MlaSchedMeta.js";
-import type { SparsePlan } from "../../../src/mla/sparse/chooseSparseKernel.js";
 import { bf16ArrayToF32 } from "../../../src/numeric/bf16.js";
 import { assertClose, SPARSE_LSE_TOL, SPARSE_OUT_TOL } from "../../../src/numeric/compare.js";
-import { Rng } from "../../../src/numeric/random.js";
 import { Tensor } from "../../../src/runtime/Tensor.js";
-import { makeModel1Case, type Model1Case, type Model1CaseOptions } from "../../../src/testing/model1Case.js";
+import { makeModel1Case, type Model1CaseOptions } from "../../../src/testing/model1Case.js";
 import { uploadSparseCase } from "../../../src/testing/gpuSparseCase.js";
 import { describeGpu } from "../../helpers/gpu.js";
-
-/** A host tensor on the GPU with its view kept (a MODEL1 cache's pages are not its logical rows). */
-function upload<T extends Tensor>(t: T): T {
-  const flat = Tensor.fromHost(t.host!, [t.host!.length], t.dtype);
-  const d = Tensor.toDevice(flat);
-  assert.equal(t.offset, 0, "the case builders' tensors start at their storage");
-  return d.view(t.shape, t.strides) as T;
-}
-
-/** A case's decode arguments on the GPU, and what frees them. */
-function uploadCase(c: Model1Case): { args: Omit<FlashMlaWithKvcacheArgs, "schedMeta">; dispose: () => void } {
-  const held: Tensor[] = [];
-  const up = <T extends Tensor>(t: T | undefined): T | undefined => {
-    if (t === undefined) return undefined;
-    const d = upload(t);
-    held.push(d);
-    return d;
-  };
-  const [b, s_q, h_q] = c.q.shape;
-  // Outputs poisoned with NaN: an element the kernel does not write shows.
-  const out = up(Tensor.fromFloat32(new Float32Array(b * s_q * h_q * D_V).fill(NaN), [b, s_q, h_q, D_V], "bf16"))!;
-  const lse = up(Tensor.fromHost(new Float32Array(b * h_q * s_q).fill(NaN), [b, h_q, s_q], "f32"))!;
-  const args = {
-    q: up(c.q)!,
-    kCache: up(c.kCache)!,
-    indices: up(c.indices)!,
-    topkLength: up(c.topkLength),
-    extraKCache: up(c.extraKCache),
-    extraIndices: up(c.extraIndices),
-    extraTopkLength: up(c.extraTopkLength),
-    attnSink: up(c.attnSink),
-    softmaxScale: c.softmaxScale,
-    isFp8Kvcache: true as const,
-    headDimV: D_V,
-    out,
-    lse,
-  };
-  return { args, dispose: () => held.forEach((t) => t.dispose()) };
-}
-
-/**
- * Decodes a MODEL1 case on the GPU (the API's plan, or `plan` forced) and compares it with the float64
- * CPU reference: every element, or `sampleRows` seeded rows of large cases.
- */
-function check(opts: Model1CaseOptions, sampleRows = 0, plan?: SparsePlan): void {
-  const c = makeModel1Case(opts);
-  const u = uploadCase(c);
-  const meta = getMlaMetadata();
-  const label = `${JSON.stringify(opts)}, plan ${plan ?? "the API's"}`;
-  try {
-    const { out, lse } = decodeWithOverrides({ ...u.args, schedMeta: meta }, { sparsePlan: plan });
-    const got = bf16ArrayToF32(out.toHost().host as Uint16Array);
-    const gotLse = lse.toHost().host as Float32Array;
-    const { b, s_q, h_q } = opts;
-    const rng = new Rng(opts.seed + 1);
-    const rows = sampleRows > 0 ? Array.from({ length: sampleRows }, () => ({ batch: rng.int(0, b), token: rng.int(0, s_q), head: rng.int(0, h_q) })) : undefined;
-    const ref = mlaDecodeReference(c, { rows });
-    const refLse = ref.lse.host as Float32Array;
-    if (rows === undefined) {
-      assertClose(got, ref.outF32, SPARSE_OUT_TOL, { shape: [b, s_q, h_q, D_V], name: `out (${label})`, roundReferenceTo: "bf16" });
-      assertClose(gotLse, refLse, SPARSE_LSE_TOL, { shape: [b, h_q, s_q], name: `lse (${label})` });
-    } else {
-      for (const r of rows) {
-        const base = ((r.batch * s_q + r.token) * h_q + r.head) * D_V;
-        assertClose(got.subarray(base, base + D_V), ref.outF32.subarray(base, base + D_V), SPARSE_OUT_TOL, { name: `out row ${JSON.stringify(r)} (${label})`, roundReferenceTo: "bf16" });
-        const li = (r.batch * h_q + r.head) * s_q + r.token;
-        assertClose([gotLse[li]], [refLse[li]], SPARSE_LSE_TOL, { name: `lse row ${JSON.stringify(r)} (${label})` });
-      }
-    }
-  } finally {
-    meta.dispose();
-    u.dispose();
-  }
-}
+import { checkModel1AgainstCpu as check, uploadModel1Case as uploadCase } from "../../helpers/model1Check.js";
 
 /** m64 (every head count) and, at 128 heads, the crossover plan the API picks. */
 function checkPlans(opts: Model1CaseOptions, sampleRows = 0): void {

@@ -15,6 +15,8 @@ import { Stream } from "../../../src/runtime/Stream.js";
 import { Tensor } from "../../../src/runtime/Tensor.js";
 import { assertDecodeClose } from "../../helpers/compareDecode.js";
 import { describeGpu } from "../../helpers/gpu.js";
+import { assertFuzzPassed, fuzzSeeds, runFuzzCases, Tally } from "../../helpers/seededFuzz.js";
+import { countAttended, drawCustomSink, drawFuzzTopkLength, drawTokensPerRequest, scatterOutOfRangeIds, type FuzzSink, type FuzzTopkLength } from "../../helpers/sparseFuzzDraws.js";
 import { padded, uploadStorage } from "../../helpers/strided.js";
 import { NAN_HALF_BITS } from "../../../src/testing/denseCase.js";
 import { makeSparseCase, type SparseCase } from "../../../src/testing/sparseCase.js";
@@ -31,9 +33,8 @@ import { makeSparseCase, type SparseCase } from "../../../src/testing/sparseCase
 // Every failure names its seed: FLASHMLA_FUZZ_SEED=<seed> reruns just that case.
 // FLASHMLA_SPARSE_FUZZ_CASES sets the number of cases (else FLASHMLA_FUZZ_CASES, else 200).
 
-const CASES = Number(process.env.FLASHMLA_SPARSE_FUZZ_CASES ?? process.env.FLASHMLA_FUZZ_CASES ?? "200");
-const ONLY_SEED = process.env.FLASHMLA_FUZZ_SEED === undefined ? undefined : Number(process.env.FLASHMLA_FUZZ_SEED);
-const FIRST_SEED = 710_000;
+const SEED_ENV = "FLASHMLA_FUZZ_SEED";
+const SEEDS = fuzzSeeds({ casesEnv: ["FLASHMLA_SPARSE_FUZZ_CASES", "FLASHMLA_FUZZ_CASES"], defaultCases: 200, seedEnv: SEED_ENV, firstSeed: 710_000 });
 /** Cached tokens per case (b · s_k): bounds the host-side generation (every token is drawn and quantized). */
 const MAX_TOKENS = 6_000;
 /** Work units the float64 reference may spend per case before it samples rows (see referenceCost). */
@@ -58,14 +59,8 @@ interface SparseFuzzCase {
   varlen: boolean;
   pageBlockSize: number;
   blockPadTokens: number;
-  /**
-   * none; "generator": the case's own topkLength in [0, topk] (tokens past it are poisoned), with 0 and
-   * topk sometimes given to the GPU as a negative value and as a value > topk; "extreme": a topkLength
-   * of this test's drawing over a case made without one (every in-range entry is readable).
-   */
-  topkLength: "none" | "generator" | "extreme";
-  /** none; "generator": FlashMLA's sinks (31% +inf, 31% −inf); "custom": N(0, 2) with occasional ±inf and ±30. */
-  sink: "none" | "generator" | "custom";
+  topkLength: FuzzTopkLength;
+  sink: FuzzSink;
   invalidFraction: number;
   repeat: number;
   /** Probability that an index entry becomes an out-of-range id (>= num slots, or < -1). */
@@ -90,22 +85,13 @@ function drawTopk(rng: Rng): number {
   return rng.int(400, 2501);
 }
 
-/** Tokens per request relative to topk: fewer (rows padded with -1), a few, or at least topk. */
-function drawSk(rng: Rng, topk: number): number {
-  const u = rng.uniform();
-  if (u < 0.04) return 0;
-  if (u < 0.24) return rng.int(1, topk + 1);
-  if (u < 0.34) return rng.int(1, 70);
-  return topk + rng.int(0, topk + 64);
-}
-
 function drawCase(seed: number): SparseFuzzCase {
   const rng = new Rng(seed);
   const h_q = rng.pick(HEAD_COUNTS);
   let b = rng.int(1, 9);
   const s_q = rng.int(1, 5);
   const topk = drawTopk(rng);
-  let s_k = drawSk(rng, topk);
+  let s_k = drawTokensPerRequest(rng, topk);
   if (b * s_k > MAX_TOKENS) {
     // Half the time fewer requests, half the time shorter ones (then often shorter than topk).
     if (rng.uniform() < 0.5) b = Math.max(1, Math.floor(MAX_TOKENS / s_k));
@@ -176,45 +162,11 @@ function build(f: SparseFuzzCase): Built {
   const rng = new Rng(f.seed + 1);
   const numSlots = c.kCache.shape[0] * c.kCache.shape[1];
 
-  // Out-of-range ids: the kernel and the reference both skip any id < 0 or >= num_blocks · page_block_size.
   const idx = c.indices.host as Int32Array;
-  if (f.outOfRange > 0) {
-    const bad = [numSlots, numSlots + 1, numSlots + f.pageBlockSize, 2 ** 31 - 1, -2, -1000, -(2 ** 31)];
-    for (let k = 0; k < idx.length; k++) if (rng.uniform() < f.outOfRange) idx[k] = rng.uniform() < 0.5 ? rng.pick(bad) : numSlots + rng.int(0, 100_000);
-  }
-
-  // topkLength: the kernel and its scheduler clamp each value to [0, topk] (validateSparseArgs documents
-  // it); the reference accepts only [0, topk], so it gets the clamped values.
-  let tlGpu: Int32Array | undefined;
-  if (f.topkLength === "generator") {
-    tlGpu = Int32Array.from(c.topkLength!.host as Int32Array);
-    for (let i = 0; i < f.b; i++) {
-      if (tlGpu[i] === 0 && rng.uniform() < 0.5) tlGpu[i] = rng.pick([-1, -64, -(2 ** 31)]);
-      else if (tlGpu[i] === f.topk && rng.uniform() < 0.5) tlGpu[i] = rng.pick([f.topk + 1, f.topk + 63, 2 ** 31 - 1]);
-    }
-  } else if (f.topkLength === "extreme") {
-    tlGpu = Int32Array.from({ length: f.b }, () => {
-      const u = rng.uniform();
-      if (u < 0.15) return 0;
-      if (u < 0.25) return rng.pick([-1, -7, -(2 ** 31)]);
-      if (u < 0.4) return f.topk;
-      if (u < 0.55) return rng.pick([f.topk + 1, f.topk + 64, 2 ** 31 - 1]);
-      if (u < 0.65) return Math.min(f.topk, rng.int(1, 4));
-      return rng.int(0, f.topk + 1);
-    });
-  }
-  const tlRef = tlGpu && Int32Array.from(tlGpu, (v) => Math.min(Math.max(v, 0), f.topk));
-
-  let sink: Float32Array | undefined = c.attnSink?.host as Float32Array | undefined;
-  if (f.sink === "custom") {
-    sink = Float32Array.from({ length: f.h_q }, () => {
-      const u = rng.uniform();
-      if (u < 0.04) return Infinity;
-      if (u < 0.08) return -Infinity;
-      if (u < 0.12) return rng.pick([30, -30]);
-      return 2 * rng.normal();
-    });
-  }
+  scatterOutOfRangeIds(rng, idx, numSlots, f.pageBlockSize, f.outOfRange);
+  const tl = drawFuzzTopkLength(rng, f.topkLength, c.topkLength?.host as Int32Array | undefined, f.b, f.topk);
+  const tlGpu = tl?.gpu, tlRef = tl?.ref;
+  const sink = f.sink === "custom" ? drawCustomSink(rng, f.h_q) : (c.attnSink?.host as Float32Array | undefined);
 
   const [b, s_q, h_q] = [f.b, f.s_q, f.h_q];
   const q = f.qPad === 0 ? c.q : padded(c.q, D_QK, f.qPad, [s_q * h_q * (D_QK + f.qPad), h_q * (D_QK + f.qPad), D_QK + f.qPad, 1], NAN_HALF_BITS);
@@ -237,18 +189,6 @@ function build(f: SparseFuzzCase): Built {
     ...(sink ? { attnSink: Tensor.toDevice(host.attnSink!) } : {}),
   };
   return { host, gpu, attended, dispose: () => Object.values(gpu).forEach((t) => t?.dispose()) };
-}
-
-function countAttended(idx: Int32Array, tl: Int32Array | undefined, f: SparseFuzzCase, numSlots: number): number {
-  let n = 0;
-  for (let i = 0; i < f.b; i++) {
-    const limit = tl?.[i] ?? f.topk;
-    for (let j = 0; j < f.s_q; j++) {
-      const row = (i * f.s_q + j) * f.topk;
-      for (let k = 0; k < limit; k++) if (idx[row + k] >= 0 && idx[row + k] < numSlots) n++;
-    }
-  }
-  return n;
 }
 
 /** What the float64 reference costs for all rows: dequantize each attended token once per (request, query token), then score and sum it per head. */
@@ -309,36 +249,32 @@ function runCase(f: SparseFuzzCase, stream: Stream): { sampled: boolean; attende
 }
 
 describeGpu("sparse fuzz: seeded random sparse FP8 decode configurations against the CPU reference", () => {
-  test(`${ONLY_SEED === undefined ? CASES : 1} random sparse configurations match the float64 reference; each failure names its seed`, (t) => {
-    const seeds = ONLY_SEED !== undefined ? [ONLY_SEED] : Array.from({ length: CASES }, (_, n) => FIRST_SEED + n);
+  test(`${SEEDS.length} random sparse configurations match the float64 reference; each failure names its seed`, (t) => {
     const stream = Stream.create();
-    const failures: string[] = [];
-    const heads = new Map<number, number>();
-    const kernels = new Map<string, number>();
+    const heads = new Tally<number>();
+    const kernels = new Tally<string>();
     let sampled = 0;
     let attended = 0;
     let empty = 0;
-    const t0 = Date.now();
+    let run: { failures: string[]; seconds: number };
     try {
-      for (const seed of seeds) {
-        const f = drawCase(seed);
-        heads.set(f.h_q, (heads.get(f.h_q) ?? 0) + 1);
-        kernels.set(f.kernel, (kernels.get(f.kernel) ?? 0) + 1);
-        try {
+      run = runFuzzCases(SEEDS, SEED_ENV, {
+        draw: drawCase,
+        describe: describeCase,
+        run: (f) => {
+          heads.add(f.h_q);
+          kernels.add(f.kernel);
           const r = runCase(f, stream);
           if (r.sampled) sampled++;
           if (r.attended === 0) empty++;
           attended += r.attended;
-        } catch (e) {
-          failures.push(`seed ${seed} (rerun: FLASHMLA_FUZZ_SEED=${seed}) ${describeCase(f)}: ${e instanceof Error ? e.message : String(e)}`);
-        }
-      }
+        },
+      });
     } finally {
       stream.dispose();
     }
-    const byHeads = [...heads].sort((x, y) => x[0] - y[0]).map(([h, n]) => `h_q ${h} ${n}`).join(", ");
-    const byKernel = [...kernels].sort().map(([k, n]) => `${k} ${n}`).join(", ");
-    t.diagnostic(`${seeds.length} sparse cases (${sampled} on sampled rows, ${empty} with no valid entry), ${byHeads}, kernels ${byKernel}, ${attended} valid entries attended, ${((Date.now() - t0) / 1000).toFixed(1)} s, ${failures.length} failed`);
-    assert.equal(failures.length, 0, `${failures.length} of ${seeds.length} sparse fuzz cases failed:\n${failures.slice(0, 10).join("\n")}`);
+    const { failures, seconds } = run;
+    t.diagnostic(`${SEEDS.length} sparse cases (${sampled} on sampled rows, ${empty} with no valid entry), ${heads.format("h_q ")}, kernels ${kernels.format()}, ${attended} valid entries attended, ${seconds.toFixed(1)} s, ${failures.length} failed`);
+    assertFuzzPassed(failures, SEEDS.length, "sparse fuzz");
   });
 });
