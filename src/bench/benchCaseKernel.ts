@@ -9,14 +9,15 @@ export type BenchKernel = KernelName | "none";
 
 /**
  * The main kernel that serves bench case `c`: flashMlaWithKvcache's choice for its shape and cache format
- * (a DeepSeek-V4 case reads the MODEL1 cache: sparse_m64_model1, or sparse_h128x_model1 at 128 heads), or
+ * (a DeepSeek-V4 case reads the MODEL1 cache: sparse_m64_model1, or sparse_h128x_model1 at 128 heads, each
+ * with `_extra` where the case has a second cache), or
  * the one `overrides` force; "none" for a forced plan that has no kernel for the format (sparseKernelName
  * refuses it: h16x over MODEL1).
  */
 export function benchCaseKernel(c: BenchCase, overrides: DecodeOverrides = {}): BenchKernel {
   if (c.model1 === undefined) return chooseKernel(c, overrides);
   try {
-    return chooseKernel({ kind: c.kind, b: c.b, s_q: c.s_q, h_q: c.h_q, format: "MODEL1" }, overrides);
+    return chooseKernel({ kind: c.kind, b: c.b, s_q: c.s_q, h_q: c.h_q, format: "MODEL1", extra: c.model1.extra !== undefined }, overrides);
   } catch (e) {
     if (e instanceof ArgumentError && overrides.sparsePlan !== undefined) return "none";
     throw e;

@@ -16,6 +16,8 @@ export interface KernelChoiceShape {
   dtype?: "bf16" | "fp16";
   /** Sparse only: the cache format. @default "V32" */
   format?: SparseFormat;
+  /** Sparse only: a second cache (extraKCache). @default false */
+  extra?: boolean;
 }
 
 /**
@@ -23,7 +25,7 @@ export interface KernelChoiceShape {
  * `overrides` force: what the benchmark and `flashmla check` report as the kernel that served a case.
  */
 export function chooseKernel(shape: KernelChoiceShape, overrides: DecodeOverrides = {}): KernelName {
-  if (shape.kind === "sparse") return sparseKernelName(overrides.sparsePlan ?? chooseSparseKernel(shape.h_q, shape.format), shape.format);
+  if (shape.kind === "sparse") return sparseKernelName(overrides.sparsePlan ?? chooseSparseKernel(shape.h_q, shape.format), shape.format, shape.extra ?? false);
   const rows_per_kv = (shape.s_q * shape.h_q) / (shape.h_kv ?? 1);
   return denseKernelName(overrides.denseForm ?? chooseDenseKernel(rows_per_kv), shape.dtype ?? "bf16");
 }

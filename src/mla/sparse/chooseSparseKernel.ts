@@ -25,13 +25,15 @@ export function chooseSparseKernel(h_q: number, format: SparseFormat = "V32"): S
   return h_q <= H16X_MAX_HEADS && format === "V32" ? "h16x" : "m64";
 }
 
-/** The registry row of a plan for a format. */
-export function sparseKernelName(plan: SparsePlan, format: SparseFormat = "V32"): KernelName {
-  if (format === "MODEL1") {
-    if (plan === "h16x") throw new ArgumentError("sparseKernelName", "plan", '"m64" or "h128x" with the MODEL1 format', '"h16x"');
-    return `sparse_${plan}_model1`;
-  }
-  return `sparse_${plan}_bf16`;
+/**
+ * The registry row of a plan for a format, with or without a second cache (extraKCache): a call with one
+ * cache runs kernels compiled without the second list's bookkeeping (kernels/sm90/decode/sparse/cursor.cuh).
+ */
+export function sparseKernelName(plan: SparsePlan, format: SparseFormat = "V32", extra = false): KernelName {
+  if (format === "MODEL1" && plan === "h16x") throw new ArgumentError("sparseKernelName", "plan", '"m64" or "h128x" with the MODEL1 format', '"h16x"');
+  const base = format === "MODEL1" ? `sparse_${plan}_model1` : `sparse_${plan}_bf16`;
+  // The h16x-over-MODEL1 names were refused above.
+  return (extra ? `${base}_extra` : base) as KernelName;
 }
 
 /** A forced plan's value, checked before any tensor is looked at (tests and A/B timing force one; the API never does). */

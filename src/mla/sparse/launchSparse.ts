@@ -31,7 +31,7 @@ export function launchSparse(args: FlashMlaWithKvcacheArgs, overrides: SparseOve
   const { q, kCache, indices, extra, extraKCache, extraIndices } = call;
   const { stream, schedMeta: meta } = args;
   const ordinal = q.deviceOrdinal;
-  const main = loadKernel(ordinal, sparseKernelName(forced ?? chooseSparseKernel(call.h_q, call.format), call.format));
+  const main = loadKernel(ordinal, sparseKernelName(forced ?? chooseSparseKernel(call.h_q, call.format), call.format, extra !== undefined));
 
   const ws = meta.sparseWorkspace(
     FN,

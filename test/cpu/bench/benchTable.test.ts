@@ -45,11 +45,11 @@ test("benchTable() shows a timed v4 row with its MODEL1 kernel and cache read, a
   const h16 = timedResult("v4-h16", 50);
   const text = benchTable([cfg1, h16]);
   const cells = text.split("\n").find((l) => l.includes("v4-cfg1"))!.split("│").map((s) => s.trim()).filter((s) => s !== "");
-  assert.deepEqual(cells.slice(0, 3), ["v4-cfg1", "sparse_m64_model1", "90.0"]);
+  assert.deepEqual(cells.slice(0, 3), ["v4-cfg1", "sparse_m64_model1_extra", "90.0"]);
   // Memory-bound: quoted by the FP8 cache read, N_unique · 584 B over the time.
   assert.equal(cells[5], ((cfg1.cost.nUnique! * 584) / 90e-6 / 1e9).toFixed(0));
   assert.deepEqual(cells.slice(7), ["memory", "90.9 µs, 236 TFLOPS", "≤ 90.9 µs met", "≤ 79.0 µs miss", "ok"]);
-  assert.match(text, /v4-h16 +│ sparse_m64_model1 .*≥ 3500 GB\/s cache (met|miss) +│ ok/);
+  assert.match(text, /v4-h16 +│ sparse_m64_model1_extra .*≥ 3500 GB\/s cache (met|miss) +│ ok/);
   assert.doesNotMatch(text, /seed cycle budget|note:/);
 });
 

@@ -50,18 +50,18 @@ const NO_H16X_MODEL1 = `not available: runBenchCase(): argument 'overrides.spars
 test("every v4 case names the MODEL1 kernel flashMlaWithKvcache runs for it: h128x at 128 heads, m64 otherwise", () => {
   assert.equal(V4.length, 8);
   assert.deepEqual(Object.fromEntries(V4.map((c) => [c.name, benchCaseKernel(c)])), {
-    "v4-cfg1": "sparse_m64_model1",
-    "v4-cfg2": "sparse_h128x_model1",
-    "v4-cfg3": "sparse_m64_model1",
-    "v4-cfg4": "sparse_h128x_model1",
+    "v4-cfg1": "sparse_m64_model1_extra",
+    "v4-cfg2": "sparse_h128x_model1_extra",
+    "v4-cfg3": "sparse_m64_model1_extra",
+    "v4-cfg4": "sparse_h128x_model1_extra",
     "v4-peak-h64": "sparse_m64_model1",
     "v4-peak-h128": "sparse_h128x_model1",
     // MODEL1 has no h16x kernel: 16 heads run m64 (rows past h_q masked).
-    "v4-h16": "sparse_m64_model1",
-    "v4-h32": "sparse_m64_model1",
+    "v4-h16": "sparse_m64_model1_extra",
+    "v4-h32": "sparse_m64_model1_extra",
   });
   const cfg2 = benchCaseByName("v4-cfg2")!;
-  assert.equal(benchCaseKernel(cfg2, { sparsePlan: "m64" }), "sparse_m64_model1");
+  assert.equal(benchCaseKernel(cfg2, { sparsePlan: "m64" }), "sparse_m64_model1_extra");
   assert.equal(benchCaseKernel(cfg2, { sparsePlan: "h16x" }), "none");
   // The V3.2 cases keep their kernels.
   assert.equal(benchCaseKernel(benchCaseByName("sparse-h16")!), "sparse_h16x_bf16");
@@ -90,11 +90,11 @@ test("runBenchCase() reports a forced plan a v4 case cannot run as not available
   assert.ok(Math.abs(r.shape.seqlens.mean - 16384) < 1500 && r.shape.seqlens.min >= 2, JSON.stringify(r.shape.seqlens));
 
   const h128x = runBenchCase(cfg1, { overrides: { sparsePlan: "h128x" }, ...NO_DEVICE });
-  assert.equal(h128x.kernel, "sparse_h128x_model1");
+  assert.equal(h128x.kernel, "sparse_h128x_model1_extra");
   assert.match(h128x.reason!, /not available: .*"h128x" only at h_q = 128.*got h_q = 64/);
   const dense = runBenchCase(cfg1, { overrides: { denseForm: "fast" }, ...NO_DEVICE });
   assert.equal(dense.reason, "not available: a dense override forced on a sparse case");
-  assert.equal(dense.kernel, "sparse_m64_model1");
+  assert.equal(dense.kernel, "sparse_m64_model1_extra");
   assert.equal(dense.cycleBudget, undefined);
   assert.equal(runBenchCase(benchCaseByName("v4-cfg2")!, { overrides: { sparsePlan: "h16x" }, ...NO_DEVICE }).cost.flop, 77_309_411_328);
 });
@@ -103,7 +103,7 @@ test("runBenchCase() builds a v4 case's sets on the GPU: without one it reports 
   // The host draws run; the first GPU call (the stream's device) throws, and the result says so.
   const r = runBenchCase(benchCaseByName("v4-h16")!, NO_DEVICE);
   assert.equal(r.status, "error");
-  assert.equal(r.kernel, "sparse_m64_model1");
+  assert.equal(r.kernel, "sparse_m64_model1_extra");
   assert.doesNotMatch(r.reason!, /not built|not available/);
   assert.equal(r.cycleBudget, undefined);
 });

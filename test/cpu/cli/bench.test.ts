@@ -59,10 +59,10 @@ test("flashmla bench --list names every case with the kernel that serves it and 
   assert.equal(r.code, 0);
   assert.match(r.out, /^Cases, each with the kernel flashMlaWithKvcache runs for it and the roof that binds it on an H200:$/m);
   // The cost model's bound, as flashmla roofline --case dense-b1 gives it.
-  assert.match(r.out, /dense-b1 +dense +dense_fast_bf16 +b=1 h_q=128 s_q=1 s_k 32768 +\(compute\) \[headline\]/);
+  assert.match(r.out, /dense-b1 +dense +dense_pipe_bf16 +b=1 h_q=128 s_q=1 s_k 32768 +\(compute\) \[headline\]/);
   assert.match(r.out, /sparse-v32-h64 +sparse +sparse_m64_bf16 +.*\(compute\) \[headline\]/);
   assert.match(r.out, /dense-compute +dense +dense_pipe_bf16 +b=128 h_q=128 s_q=1 s_k 8192 +\(compute\) \[headline\]/);
-  assert.match(r.out, /dense-b1 +dense +dense_fast_bf16 +b=1 h_q=128/);
+  assert.match(r.out, /dense-b1 +dense +dense_pipe_bf16 +b=1 h_q=128/);
   assert.match(r.out, /dense-mem-h16 +dense +dense_fast_bf16 /);
   assert.match(r.out, /dense-grid-sq2-32k-causal +dense +dense_pipe_bf16 /);
   assert.match(r.out, /sparse-v32 +sparse +sparse_h128x_bf16 /);
@@ -81,14 +81,14 @@ test("flashmla bench --list names every case with the kernel that serves it and 
   }
   // The v4 group (issue 34): the MODEL1 kernels, h128x at 128 heads and m64 elsewhere; the bound is the cost model's.
   for (const line of [
-    /v4-cfg1 +sparse +sparse_m64_model1 +b=128 h_q=64 s_q=2 s_k ~16384 varlen topk 128 \+ extra s_k ~16384 topk 512 +\(memory\)$/m,
-    /v4-cfg2 +sparse +sparse_h128x_model1 +b=128 h_q=128 s_q=2 s_k ~16384 varlen topk 128 \+ extra s_k ~16384 topk 1024 +\(compute\)$/m,
-    /v4-cfg3 +sparse +sparse_m64_model1 +b=128 h_q=64 s_q=2 .* topk 1024 \(valid U\[0, 1024\]\) +\(memory\)$/m,
-    /v4-cfg4 +sparse +sparse_h128x_model1 +b=128 h_q=128 s_q=2 .* topk 1024 \(valid U\[0, 1024\]\) +\(compute\)$/m,
+    /v4-cfg1 +sparse +sparse_m64_model1_extra +b=128 h_q=64 s_q=2 s_k ~16384 varlen topk 128 \+ extra s_k ~16384 topk 512 +\(memory\)$/m,
+    /v4-cfg2 +sparse +sparse_h128x_model1_extra +b=128 h_q=128 s_q=2 s_k ~16384 varlen topk 128 \+ extra s_k ~16384 topk 1024 +\(compute\)$/m,
+    /v4-cfg3 +sparse +sparse_m64_model1_extra +b=128 h_q=64 s_q=2 .* topk 1024 \(valid U\[0, 1024\]\) +\(memory\)$/m,
+    /v4-cfg4 +sparse +sparse_h128x_model1_extra +b=128 h_q=128 s_q=2 .* topk 1024 \(valid U\[0, 1024\]\) +\(compute\)$/m,
     /v4-peak-h64 +sparse +sparse_m64_model1 +b=148 h_q=64 s_q=2 s_k ~32768 varlen topk 16384 +\(compute\)$/m,
     /v4-peak-h128 +sparse +sparse_h128x_model1 +b=148 h_q=128 s_q=2 s_k ~32768 varlen topk 16384 +\(compute\)$/m,
-    /v4-h16 +sparse +sparse_m64_model1 +b=128 h_q=16 .* +\(memory\)$/m,
-    /v4-h32 +sparse +sparse_m64_model1 +b=128 h_q=32 .* +\(memory\)$/m,
+    /v4-h16 +sparse +sparse_m64_model1_extra +b=128 h_q=16 .* +\(memory\)$/m,
+    /v4-h32 +sparse +sparse_m64_model1_extra +b=128 h_q=32 .* +\(memory\)$/m,
   ]) {
     assert.match(r.out, line);
   }

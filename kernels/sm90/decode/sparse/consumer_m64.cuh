@@ -76,7 +76,7 @@ __device__ __forceinline__ void take_p(const Smem& sm, float& f0, float& f1, int
   f0 = sm.scale[16 * warp_in_wg + lane / 4], f1 = sm.scale[16 * warp_in_wg + lane / 4 + 8];
 }
 
-template <typename T, class Fmt, int WG, bool XO>
+template <typename T, class Fmt, int WG, bool XO, bool EXTRA>
 __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const SchedMeta& meta, int h0, int s_idx) {
   // O (+)= P·V over this warpgroup's 256 columns (V from `v_base`, 4 tiles) as two m64n128 wgmmas per 16
   // tokens (columns 0-127, tiles 0-1; 128-255, tiles 2-3): ptxas sizes a wgmma against the launch's 128
@@ -102,7 +102,7 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
   int it = 0;
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
     const int start_blk = piece_first_block(meta, req);
-    const int end_blk = piece_end_block(meta, req, walk_length(p, req));
+    const int end_blk = piece_end_block(meta, req, walk_length<EXTRA>(p, req));
     const bool is_split = piece_is_split(meta, req);
 
     ptx::named_barrier_sync_unaligned(BAR_CONSUMERS, CONSUMER_THREADS);  // the previous request is done with sQ, sm.l, sm.m

@@ -16,15 +16,15 @@ struct TokenPlace {
   int page_block_size;
 };
 
-// A branch per cache rather than selects: each division is then by a kernel parameter, whose
-// reciprocal the compiler computes once, not by a divisor chosen per thread.
+// Without a second cache (EXTRA false) only the first branch exists. A branch per cache rather than
+// selects: each division is then by a kernel parameter, whose reciprocal the compiler computes once.
+template <bool EXTRA>
 __device__ __forceinline__ TokenPlace token_place(const SparseParams& p, int slot) {
-  if (slot < p.num_slots) {
-    const int page = slot / p.page_block_size;
-    return {p.kv + page * p.kv_block_stride, slot - page * p.page_block_size, p.page_block_size};
+  if (!EXTRA || slot < p.num_slots) {
+    return {p.kv + static_cast<long long>(slot / p.page_block_size) * p.kv_block_stride, slot % p.page_block_size, p.page_block_size};
   }
-  const int id = slot - p.num_slots, page = id / p.extra_page_block_size;
-  return {p.extra_kv + page * p.extra_kv_block_stride, id - page * p.extra_page_block_size, p.extra_page_block_size};
+  const int id = slot - p.num_slots;
+  return {p.extra_kv + static_cast<long long>(id / p.extra_page_block_size) * p.extra_kv_block_stride, id % p.extra_page_block_size, p.extra_page_block_size};
 }
 
 // Four e4m3 codes -> two bf16x2 words times a bf16 scale (a power of two: exact), through the conversion

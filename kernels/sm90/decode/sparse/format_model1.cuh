@@ -29,16 +29,16 @@ struct Model1 {
     const uint8_t* scales;
   };
   using Scales = uint2;
-  static __device__ __forceinline__ Token locate(const SparseParams& p, int slot) {
-    const TokenPlace at = token_place(p, slot);
+  static __device__ __forceinline__ Token locate(const TokenPlace& at) {
     return {at.page + at.row * DATA_BYTES, at.page + at.page_block_size * DATA_BYTES + at.row * RECORD_BYTES};
   }
   static __device__ __forceinline__ Scales load_scales(const Token& t) { return ptx::ld_nc_v2(t.scales); }
   static __device__ __forceinline__ const uint8_t* rope(const Token& t) { return t.data + ROPE_OFFSET; }
-  // The scale of tile g as bf16: the e8m0 byte is bf16's exponent field. Byte 0 (2^-127) is a bf16
-  // subnormal and 0xFF is NaN in e8m0 (bf16's all-ones exponent with a zero mantissa would be inf).
-  static __device__ __forceinline__ __nv_bfloat162 tile_scale(const Scales& s, int g) {
-    const uint32_t byte = ((g < 4 ? s.x : s.y) >> (8 * (g & 3))) & 0xFFu;
+  // The scale of tile g: its e8m0 byte, then as bf16, the byte being bf16's exponent field. Byte 0
+  // (2^-127) is a bf16 subnormal and 0xFF is NaN in e8m0 (bf16's all-ones exponent with a zero mantissa
+  // would be inf).
+  static __device__ __forceinline__ uint32_t scale_word(const Scales& s, int g) { return ((g < 4 ? s.x : s.y) >> (8 * (g & 3))) & 0xFFu; }
+  static __device__ __forceinline__ __nv_bfloat162 scale_bf16(uint32_t byte) {
     const uint32_t bits = byte == 0xFFu ? 0x7FC0u : byte == 0u ? 0x0040u : byte << 7;
     const uint32_t pair = bits | bits << 16;
     return *reinterpret_cast<const __nv_bfloat162*>(&pair);
@@ -46,8 +46,8 @@ struct Model1 {
   // L2 prefetch: lanes q < 3 touch data offsets 128q and 128(q + 4) clamped onto the last byte, lane 3
   // offset 384 and the scale record (offsets 0, 128, ..., 512 and 575 lie at most 128 bytes apart, so
   // they reach every line the 576 bytes touch).
-  static __device__ __forceinline__ void prefetch(const SparseParams& p, int slot, int q) {
-    const Token t = locate(p, slot);
+  static __device__ __forceinline__ void prefetch(const TokenPlace& at, int q) {
+    const Token t = locate(at);
     ptx::prefetch_l2(t.data + 128 * q);
     if (q < 3) ptx::prefetch_l2(t.data + min(128 * (q + 4), DATA_BYTES - 1));
     else ptx::prefetch_l2(t.scales);

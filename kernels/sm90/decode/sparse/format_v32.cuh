@@ -24,27 +24,24 @@ struct V32 {
   // With crossover, producer warpgroup 0 converts tiles 0-3 and copies RoPE, warpgroup 1 tiles 4-7.
   static constexpr int XO_ROPE_WG = 0;
 
-  static __device__ __forceinline__ const uint8_t* token(const SparseParams& p, int slot) {
-    const TokenPlace at = token_place(p, slot);
-    return at.page + static_cast<long long>(at.row) * TOKEN_BYTES;
-  }
+  static __device__ __forceinline__ const uint8_t* token(const TokenPlace& at) { return at.page + static_cast<long long>(at.row) * TOKEN_BYTES; }
 
   // The producers' view: a token's bytes and its scales.
   struct Token {
     const uint8_t* data;
   };
   using Scales = uint4;
-  static __device__ __forceinline__ Token locate(const SparseParams& p, int slot) { return {token(p, slot)}; }
+  static __device__ __forceinline__ Token locate(const TokenPlace& at) { return {token(at)}; }
   static __device__ __forceinline__ Scales load_scales(const Token& t) { return ptx::ld_nc_v4(t.data + SCALE_OFFSET); }
   static __device__ __forceinline__ const uint8_t* rope(const Token& t) { return t.data + ROPE_OFFSET; }
-  // The scale of 64-dim tile g (g a compile-time constant in the unrolled loops: no select survives).
-  static __device__ __forceinline__ __nv_bfloat162 tile_scale(const Scales& s, int g) {
-    const uint32_t w = g < 2 ? s.x : g < 4 ? s.y : g < 6 ? s.z : s.w;
-    return __float2bfloat162_rn(__uint_as_float(w));
-  }
+  // The scale of 64-dim tile g in two steps, its stored word (g a compile-time constant in the unrolled
+  // loops: no select survives) and the bf16 pair the conversion multiplies by, so that a producer that
+  // picks between two tiles' scales selects words and converts once.
+  static __device__ __forceinline__ uint32_t scale_word(const Scales& s, int g) { return g < 2 ? s.x : g < 4 ? s.y : g < 6 ? s.z : s.w; }
+  static __device__ __forceinline__ __nv_bfloat162 scale_bf16(uint32_t w) { return __float2bfloat162_rn(__uint_as_float(w)); }
   // L2 prefetch of a token: lane q touches lines q and q + 4 (the last clamped onto the token's last byte).
-  static __device__ __forceinline__ void prefetch(const SparseParams& p, int slot, int q) {
-    const uint8_t* tok = token(p, slot);
+  static __device__ __forceinline__ void prefetch(const TokenPlace& at, int q) {
+    const uint8_t* tok = token(at);
     ptx::prefetch_l2(tok + 128 * q);
     if (q < 3) ptx::prefetch_l2(tok + min(128 * (q + 4), TOKEN_BYTES - 1));
   }

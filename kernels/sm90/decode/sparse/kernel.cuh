@@ -10,8 +10,9 @@
 namespace mla::sparse {
 
 // m64 (XO = false) and h128x (XO = true: h_q = 128, the two CTAs of a query token in a cluster, each
-// dequantizing half of every block for both).
-template <class Fmt, bool XO>
+// dequantizing half of every block for both). EXTRA: the walk has a second index list over a second
+// cache (cursor.cuh).
+template <class Fmt, bool XO, bool EXTRA>
 __device__ __forceinline__ void decode_m64(const SparseParams& p) {
   extern __shared__ uint8_t smem_raw[];
   Smem& sm = smem_struct_1024<Smem>(smem_raw);
@@ -31,13 +32,13 @@ __device__ __forceinline__ void decode_m64(const SparseParams& p) {
   const int wg = __shfl_sync(0xFFFFFFFFu, static_cast<int>(threadIdx.x / 128), 0);
   if (wg >= 2) {
     ptx::setmaxnreg_dec<PRODUCER_REGS>();
-    producer<Fmt, XO>(p, sm, *meta, blockIdx.y, wg - 2);
+    producer<Fmt, XO, EXTRA>(p, sm, *meta, blockIdx.y, wg - 2);
   } else if (wg == 0) {
     ptx::setmaxnreg_inc<WG0_REGS>();
-    consumer<ptx::bf16_t, Fmt, 0, XO>(p, sm, *meta, blockIdx.x * 64, blockIdx.y);
+    consumer<ptx::bf16_t, Fmt, 0, XO, EXTRA>(p, sm, *meta, blockIdx.x * 64, blockIdx.y);
   } else {
     ptx::setmaxnreg_inc<WG1_REGS>();
-    consumer<ptx::bf16_t, Fmt, 1, XO>(p, sm, *meta, blockIdx.x * 64, blockIdx.y);
+    consumer<ptx::bf16_t, Fmt, 1, XO, EXTRA>(p, sm, *meta, blockIdx.x * 64, blockIdx.y);
   }
   ptx::pdl_launch_dependents();
   // No CTA may leave while its peer can still write its buffers or arrive on its barriers.
@@ -46,7 +47,7 @@ __device__ __forceinline__ void decode_m64(const SparseParams& p) {
 
 // h16x (h_q <= 16): WG0 and WG1 consume the walk's blocks in turn, converting FP8 themselves; WG2 and
 // WG3 only move bytes.
-template <class Fmt>
+template <class Fmt, bool EXTRA>
 __device__ __forceinline__ void decode_h16x(const SparseParams& p) {
   extern __shared__ uint8_t smem_raw[];
   h16x::Smem<Fmt>& sm = smem_struct_1024<h16x::Smem<Fmt>>(smem_raw);
@@ -61,10 +62,10 @@ __device__ __forceinline__ void decode_h16x(const SparseParams& p) {
   const int wg = __shfl_sync(0xFFFFFFFFu, static_cast<int>(threadIdx.x / 128), 0);
   if (wg >= 2) {
     ptx::setmaxnreg_dec<h16x::PRODUCER_REGS>();
-    h16x::producer(p, sm, *meta, blockIdx.y, wg - 2);
+    h16x::producer<Fmt, EXTRA>(p, sm, *meta, blockIdx.y, wg - 2);
   } else {
     ptx::setmaxnreg_inc<h16x::CONSUMER_REGS>();
-    h16x::consumer(p, sm, *meta, blockIdx.y, wg);
+    h16x::consumer<Fmt, EXTRA>(p, sm, *meta, blockIdx.y, wg);
   }
   ptx::pdl_launch_dependents();
 }

@@ -36,7 +36,7 @@ __device__ __forceinline__ void store_valid_bits(Smem& sm, int stage, int j, uin
   else *reinterpret_cast<uint32_t*>(&sm.valid[stage][j]) = bits;
 }
 
-template <class Fmt, bool XO>
+template <class Fmt, bool XO, bool EXTRA>
 __device__ __forceinline__ void producer(const SparseParams& p, Smem& sm, const SchedMeta& meta, int s_idx, int pidx) {
   static_assert(Fmt::ROPE_DIMS == 64 && Fmt::NOPE_TILES <= 8 && Fmt::NOPE_TILES > 4, "two 16-byte loads of RoPE per lane; 5-8 FP8 tiles");
   static_assert(!XO || PRODUCER_WARPGROUPS == 2, "with crossover the two warpgroups split the dims");
@@ -51,21 +51,21 @@ __device__ __forceinline__ void producer(const SparseParams& p, Smem& sm, const 
   const int t = threadIdx.x - CONSUMER_THREADS - 128 * pidx, warp = t / 32, lane = t % 32, q = lane / 8;
   const uint32_t rank = XO ? ptx::cluster_ctarank() : 0u, peer = rank ^ 1u;
   auto token_of = [&](int r) { return (XO ? 32 * static_cast<int>(rank) : 32 * (PRODUCER_WARPGROUPS * r + pidx)) + 8 * warp + lane % 8; };
-  const int n_blocks = walk_blocks(p, meta);
-  Cursor cur = cursor_begin(p, meta), ahead = cur;  // cur: the block being filled (its valid flags, with crossover)
+  const int n_blocks = walk_blocks<EXTRA>(p, meta);
+  Cursor cur = cursor_begin<EXTRA>(p, meta), ahead = cur;  // cur: the block being filled (its valid flags, with crossover)
   int slot[TOKENS], slot1[TOKENS];  // the slots of blocks it and it + 1
 #pragma unroll
-  for (int r = 0; r < TOKENS; ++r) slot[r] = cursor_slot(p, meta, ahead, s_idx, token_of(r));
-  cursor_next(p, meta, ahead);
+  for (int r = 0; r < TOKENS; ++r) slot[r] = cursor_slot<EXTRA>(p, meta, ahead, s_idx, token_of(r));
+  cursor_next<EXTRA>(p, meta, ahead);
 #pragma unroll
-  for (int r = 0; r < TOKENS; ++r) slot1[r] = cursor_slot(p, meta, ahead, s_idx, token_of(r));
-  cursor_next(p, meta, ahead);
+  for (int r = 0; r < TOKENS; ++r) slot1[r] = cursor_slot<EXTRA>(p, meta, ahead, s_idx, token_of(r));
+  cursor_next<EXTRA>(p, meta, ahead);
 #pragma unroll
-  for (int r = 0; r < TOKENS; ++r) prefetch_token_lines<Fmt>(p, slot[r], q), prefetch_token_lines<Fmt>(p, slot1[r], q);
+  for (int r = 0; r < TOKENS; ++r) prefetch_token_lines<Fmt, EXTRA>(p, slot[r], q), prefetch_token_lines<Fmt, EXTRA>(p, slot1[r], q);
   uint4 raw[TOKENS][GROUPS], rope[TOKENS][2];  // raw[r][k]: chunk q of tile g0 + k
   typename Fmt::Scales sc[TOKENS];
   auto issue = [&](int r, int s) {  // token r's loads from slot s (none: slot 0, converted to zeros)
-    const typename Fmt::Token tok = Fmt::locate(p, s >= 0 ? s : 0);
+    const typename Fmt::Token tok = Fmt::locate(token_place<EXTRA>(p, s >= 0 ? s : 0));
     const int g0 = XO ? 4 * pidx : 0;
 #pragma unroll
     for (int k = 0; k < GROUPS; ++k)
@@ -87,12 +87,12 @@ __device__ __forceinline__ void producer(const SparseParams& p, Smem& sm, const 
 #pragma unroll
     for (int r = 0; r < TOKENS; ++r) issue(r, slot[r]);
 #pragma unroll
-    for (int r = 0; r < TOKENS; ++r) pending2[r] = cursor_index(p, meta, ahead, s_idx, token_of(r));
+    for (int r = 0; r < TOKENS; ++r) pending2[r] = cursor_index<EXTRA>(p, meta, ahead, s_idx, token_of(r));
     // With crossover both CTAs read the same index row, so each sets all 64 valid flags itself: these
     // index loads go out with the gathers (read at the block's end they stalled the producer).
     PendingSlot flag_entry{-1, false};
     if constexpr (XO) {
-      if (pidx == 0) flag_entry = cursor_index(p, meta, cur, s_idx, t < 64 ? t : 0);
+      if (pidx == 0) flag_entry = cursor_index<EXTRA>(p, meta, cur, s_idx, t < 64 ? t : 0);
     }
     // The buffer is free once the consumers (of both CTAs, with crossover) released it. The peer's
     // consumers arrive here (relaxed) after their reads completed; this wait only has to order this
@@ -107,7 +107,7 @@ __device__ __forceinline__ void producer(const SparseParams& p, Smem& sm, const 
       for (int k = 0; k < GROUPS; ++k) {
         if (!has_group(k)) continue;
         uint4 a, b;
-        dequant16(raw[r][k], !XO || pidx == 0 ? Fmt::tile_scale(sc[r], k) : Fmt::tile_scale(sc[r], 4 + k), a, b);
+        dequant16(raw[r][k], Fmt::scale_bf16(!XO || pidx == 0 ? Fmt::scale_word(sc[r], k) : Fmt::scale_word(sc[r], 4 + k)), a, b);
         if (!valid) a = b = make_uint4(0, 0, 0, 0);
         put((g0 + k) * TILE_BYTES + sw128(token, 2 * q), a);
         put((g0 + k) * TILE_BYTES + sw128(token, 2 * q + 1), b);
@@ -121,7 +121,7 @@ __device__ __forceinline__ void producer(const SparseParams& p, Smem& sm, const 
       }
     }
     if constexpr (XO) {  // warps 0-1 of producer 0 hold tokens 32·warp + lane (flag_entry)
-      if (pidx == 0 && warp < 2) store_valid_bits<4>(sm, stage, 4 * warp, __ballot_sync(0xFFFFFFFFu, slot_of(p, flag_entry) >= 0), lane);
+      if (pidx == 0 && warp < 2) store_valid_bits<4>(sm, stage, 4 * warp, __ballot_sync(0xFFFFFFFFu, slot_of<EXTRA>(p, flag_entry) >= 0), lane);
     }
     ptx::fence_proxy_async_smem();  // the consumers' wgmma (and, with crossover, the bulk copy) read these generic writes
     if constexpr (XO) {
@@ -139,13 +139,13 @@ __device__ __forceinline__ void producer(const SparseParams& p, Smem& sm, const 
     int slot2[TOKENS];
 #pragma unroll
     for (int r = 0; r < TOKENS; ++r) {
-      slot2[r] = slot_of(p, pending2[r]);
-      if (!XO || pidx == 0) prefetch_token_lines<Fmt>(p, slot2[r], q);  // with crossover both warpgroups hold the same tokens
+      slot2[r] = slot_of<EXTRA>(p, pending2[r]);
+      if (!XO || pidx == 0) prefetch_token_lines<Fmt, EXTRA>(p, slot2[r], q);  // with crossover both warpgroups hold the same tokens
     }
 #pragma unroll
     for (int r = 0; r < TOKENS; ++r) slot[r] = slot1[r], slot1[r] = slot2[r];
-    cursor_next(p, meta, cur);
-    cursor_next(p, meta, ahead);
+    cursor_next<EXTRA>(p, meta, cur);
+    cursor_next<EXTRA>(p, meta, ahead);
   }
 }
 

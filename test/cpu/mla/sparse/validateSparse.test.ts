@@ -257,6 +257,9 @@ test("chooseSparseKernel(): h128x at 128 heads, h16x at 8 and 16, m64 between", 
 
 test("chooseSparseKernel(): MODEL1 runs m64 below 128 heads (no h16x kernel reads it) and h128x at 128", () => {
   assert.deepEqual(SPARSE_HEAD_COUNTS.map((h) => sparseKernelName(chooseSparseKernel(h, "MODEL1"), "MODEL1")), ["sparse_m64_model1", "sparse_m64_model1", "sparse_m64_model1", "sparse_m64_model1", "sparse_h128x_model1"]);
+  // With a second cache, the kernels compiled with the second list's bookkeeping.
+  assert.deepEqual(SPARSE_HEAD_COUNTS.map((h) => sparseKernelName(chooseSparseKernel(h, "MODEL1"), "MODEL1", true)), ["sparse_m64_model1_extra", "sparse_m64_model1_extra", "sparse_m64_model1_extra", "sparse_m64_model1_extra", "sparse_h128x_model1_extra"]);
+  assert.deepEqual(SPARSE_HEAD_COUNTS.map((h) => sparseKernelName(chooseSparseKernel(h), "V32", true)), ["sparse_h16x_bf16_extra", "sparse_h16x_bf16_extra", "sparse_m64_bf16_extra", "sparse_m64_bf16_extra", "sparse_h128x_bf16_extra"]);
   assert.throws(() => checkPlanFitsHeads("f", "h16x", 16, "MODEL1"), (e: unknown) => e instanceof ArgumentError && e.argument === "overrides.sparsePlan" && /MODEL1/.test(e.message));
 });
 

@@ -103,7 +103,7 @@ __device__ __forceinline__ void store_heads(const SparseParams& p, const float (
 
 // Consumer warpgroup wg (0 or 1): the walk's blocks of its parity; per request Q (both warpgroups), the
 // blocks, then WG1's m, L and Oᵀ merged into WG0's, which stores the rows.
-template <class Fmt>
+template <class Fmt, bool EXTRA>
 __device__ __forceinline__ void consumer(const SparseParams& p, Smem<Fmt>& sm, const SchedMeta& meta, int s_idx, int wg) {
   const int tid = threadIdx.x - 128 * wg, warp = tid / 32, lane = tid % 32;
   const uint32_t bar = BAR_WG0 + wg;
@@ -114,7 +114,7 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem<Fmt>& sm, c
   int it = 0;
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
     const int start_blk = piece_first_block(meta, req);
-    const int end_blk = piece_end_block(meta, req, walk_length(p, req));
+    const int end_blk = piece_end_block(meta, req, walk_length<EXTRA>(p, req));
     const bool is_split = piece_is_split(meta, req);
     ptx::named_barrier_sync(BAR_ALL, CONSUMER_THREADS);  // the previous request is done with sQ and the merge space
     load_q(p, sm, req, s_idx, threadIdx.x);

@@ -13,20 +13,20 @@ namespace mla::sparse::h16x {
 // stage's full barrier, each expecting its own token's bytes. Indices two blocks ahead. The
 // loop runs while the cursor has a block rather than over a count walked first, whose dependent loads
 // of the requests' lengths delayed the first copy (sparse-h16 on the H200: 121.6 against 124.1 µs).
-template <class Fmt>
+template <class Fmt, bool EXTRA>
 __device__ __forceinline__ void producer(const SparseParams& p, Smem<Fmt>& sm, const SchedMeta& meta, int s_idx, int pidx) {
   const int t = threadIdx.x - CONSUMER_THREADS - 128 * pidx, lane = t % 32, pw = 4 * pidx + t / 32;
   const int my_token = 8 * pw + (lane & 7);
-  Cursor ahead = cursor_begin(p, meta);
+  Cursor ahead = cursor_begin<EXTRA>(p, meta);
   bool has_cur = cursor_valid(meta, ahead);
-  int slot_cur = cursor_slot(p, meta, ahead, s_idx, my_token);
-  cursor_next(p, meta, ahead);
+  int slot_cur = cursor_slot<EXTRA>(p, meta, ahead, s_idx, my_token);
+  cursor_next<EXTRA>(p, meta, ahead);
   bool has_nxt = cursor_valid(meta, ahead);
-  int slot_nxt = cursor_slot(p, meta, ahead, s_idx, my_token);
-  cursor_next(p, meta, ahead);
+  int slot_nxt = cursor_slot<EXTRA>(p, meta, ahead, s_idx, my_token);
+  cursor_next<EXTRA>(p, meta, ahead);
   for (int it = 0; has_cur; ++it) {
     const bool has_ahead = cursor_valid(meta, ahead);
-    const PendingSlot pending = cursor_index(p, meta, ahead, s_idx, my_token);  // block it + 2
+    const PendingSlot pending = cursor_index<EXTRA>(p, meta, ahead, s_idx, my_token);  // block it + 2
     const int stage = it % STAGES;
     ptx::mbarrier_wait(&sm.empty[stage], ((it / STAGES) & 1) ^ 1);
     const bool mine = lane < 8, valid = slot_cur >= 0;
@@ -42,16 +42,16 @@ __device__ __forceinline__ void producer(const SparseParams& p, Smem<Fmt>& sm, c
     // through that thread's own arrival. A copy that lands before the arrival's expect_tx leaves the
     // barrier's tx-count negative with the arrival pending, so the phase cannot complete early.
     if (mine && valid) {
-      ptx::bulk_copy_global_to_smem(ptx::smem_addr(row), Fmt::token(p, slot_cur), Fmt::TOKEN_BYTES, &sm.full[stage]);
+      ptx::bulk_copy_global_to_smem(ptx::smem_addr(row), Fmt::token(token_place<EXTRA>(p, slot_cur)), Fmt::TOKEN_BYTES, &sm.full[stage]);
       ptx::mbarrier_arrive_expect_tx(&sm.full[stage], Fmt::TOKEN_BYTES);
     } else if (mine) {
       ptx::mbarrier_arrive(&sm.full[stage]);
     }
     slot_cur = slot_nxt;
-    slot_nxt = slot_of(p, pending);
+    slot_nxt = slot_of<EXTRA>(p, pending);
     has_cur = has_nxt;
     has_nxt = has_ahead;
-    cursor_next(p, meta, ahead);
+    cursor_next<EXTRA>(p, meta, ahead);
   }
 }
 

@@ -1,11 +1,12 @@
 // h128x: h_q = 128, the two 64-head CTAs of a query token in a (2, 1, 1) cluster, each dequantizing half
-// of every block for both; V3.2 FP8 tokens, bf16 Q and output. Grid (2, s_q, num_sm_parts).
+// of every block for both; bf16 Q and output. Grid (2, s_q, num_sm_parts).
+// V3.2 FP8 tokens (656 bytes), one cache.
 #include "../kernel.cuh"
 
 MLA_EXPORT_LAYOUT(mla_params_layout, mla::SparseParams, MLA_OFFSETS_SPARSE)
 
 extern "C" __global__ void __launch_bounds__(mla::sparse::THREADS, 1) mla_sparse_h128x_bf16_sm90(const __grid_constant__ mla::SparseParams p) {
-  mla::sparse::decode_m64<mla::sparse::V32, true>(p);
+  mla::sparse::decode_m64<mla::sparse::V32, true, false>(p);
 }
 
 // {dynamic shared memory bytes, threads per CTA, cluster x}

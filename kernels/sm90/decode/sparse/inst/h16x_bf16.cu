@@ -1,11 +1,12 @@
-// h16x: h_q <= 16, tokens as wgmma's M and heads as N, the consumers converting FP8 themselves; V3.2 FP8
-// tokens, bf16 Q and output. Grid (1, s_q, num_sm_parts).
+// h16x: h_q <= 16, tokens as wgmma's M and heads as N, the consumers converting FP8 themselves; bf16 Q and
+// output. Grid (1, s_q, num_sm_parts).
+// V3.2 FP8 tokens (656 bytes), one cache.
 #include "../kernel.cuh"
 
 MLA_EXPORT_LAYOUT(mla_params_layout, mla::SparseParams, MLA_OFFSETS_SPARSE)
 
 extern "C" __global__ void __launch_bounds__(mla::sparse::THREADS, 1) mla_sparse_h16x_bf16_sm90(const __grid_constant__ mla::SparseParams p) {
-  mla::sparse::decode_h16x<mla::sparse::V32>(p);
+  mla::sparse::decode_h16x<mla::sparse::V32, false>(p);
 }
 
 // {dynamic shared memory bytes, threads per CTA, cluster x}

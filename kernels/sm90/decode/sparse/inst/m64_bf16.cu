@@ -1,11 +1,12 @@
-// m64: the 64-row consumers without crossover, V3.2 FP8 tokens, bf16 Q and output (h_q other than 128
-// and above 16). Grid (ceil(h_q / 64), s_q, num_sm_parts).
+// m64: the 64-row consumers without crossover (h_q other than 128 and above 16), bf16 Q and output;
+// grid (ceil(h_q / 64), s_q, num_sm_parts).
+// V3.2 FP8 tokens (656 bytes), one cache.
 #include "../kernel.cuh"
 
 MLA_EXPORT_LAYOUT(mla_params_layout, mla::SparseParams, MLA_OFFSETS_SPARSE)
 
 extern "C" __global__ void __launch_bounds__(mla::sparse::THREADS, 1) mla_sparse_m64_bf16_sm90(const __grid_constant__ mla::SparseParams p) {
-  mla::sparse::decode_m64<mla::sparse::V32, false>(p);
+  mla::sparse::decode_m64<mla::sparse::V32, false, false>(p);
 }
 
 // {dynamic shared memory bytes, threads per CTA, cluster x}

@@ -1,11 +1,12 @@
-// m64 over the MODEL1 cache (DeepSeek-V4: d_qk 512, V the whole row): the 64-row consumers without
-// crossover, bf16 Q and output (h_q other than 128). Grid (ceil(h_q / 64), s_q, num_sm_parts).
+// m64: the 64-row consumers without crossover (h_q other than 128 and above 16), bf16 Q and output;
+// grid (ceil(h_q / 64), s_q, num_sm_parts).
+// DeepSeek-V4's MODEL1 tokens (584 bytes, d_qk 512, V the whole row), one cache.
 #include "../kernel.cuh"
 
 MLA_EXPORT_LAYOUT(mla_params_layout, mla::SparseParams, MLA_OFFSETS_SPARSE)
 
 extern "C" __global__ void __launch_bounds__(mla::sparse::THREADS, 1) mla_sparse_m64_model1_sm90(const __grid_constant__ mla::SparseParams p) {
-  mla::sparse::decode_m64<mla::sparse::Model1, false>(p);
+  mla::sparse::decode_m64<mla::sparse::Model1, false, false>(p);
 }
 
 // {dynamic shared memory bytes, threads per CTA, cluster x}

@@ -1,0 +1,13 @@
+// h16x: h_q <= 16, tokens as wgmma's M and heads as N, the consumers converting FP8 themselves; bf16 Q and
+// output. Grid (1, s_q, num_sm_parts).
+// V3.2 FP8 tokens (656 bytes), a second cache and index list in the same softmax (extraKCache).
+#include "../kernel.cuh"
+
+MLA_EXPORT_LAYOUT(mla_params_layout, mla::SparseParams, MLA_OFFSETS_SPARSE)
+
+extern "C" __global__ void __launch_bounds__(mla::sparse::THREADS, 1) mla_sparse_h16x_bf16_extra_sm90(const __grid_constant__ mla::SparseParams p) {
+  mla::sparse::decode_h16x<mla::sparse::V32, true>(p);
+}
+
+// {dynamic shared memory bytes, threads per CTA, cluster x}
+extern "C" __device__ const int mla_kernel_facts[3] = {mla::sparse::h16x::smem_bytes<mla::sparse::V32>, mla::sparse::THREADS, 1};
