@@ -117,7 +117,7 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
   const seed = opts.seed ?? 1;
   const iters = opts.iters ?? 40;
   const overrides = opts.overrides ?? {};
-  const kernel = benchCaseKernel(c, overrides);
+  const kernel = benchCaseKernel(c, overrides, seed);
   const base = {
     case: c.name,
     ...(c.group !== undefined ? { group: c.group } : {}),

@@ -1,8 +1,12 @@
 import type { KernelName } from "./contract/kernelRegistry.js";
-import { chooseDenseKernel, denseKernelName } from "./dense/chooseDenseKernel.js";
-import type { SparseFormat } from "./contract/shape.js";
+import { DENSE_PAGE_BLOCK_SIZE, type SparseFormat } from "./contract/shape.js";
+import { chooseDenseKernel, denseBlocksPerPart, denseKernelName } from "./dense/chooseDenseKernel.js";
+import { numSmPartsDense } from "./sched/schedule.js";
 import { chooseSparseKernel, sparseKernelName } from "./sparse/chooseSparseKernel.js";
 import type { DecodeOverrides } from "./flashMlaWithKvcache.js";
+
+/** The SMs of an H100 or H200 SXM: what a report assumes when it names a kernel without a GPU. */
+const H200_SM_COUNT = 132;
 
 /** The shape of a decode call, as far as the kernel choice needs it. */
 export interface KernelChoiceShape {
@@ -18,6 +22,13 @@ export interface KernelChoiceShape {
   format?: SparseFormat;
   /** Sparse only: a second cache (extraKCache). @default false */
   extra?: boolean;
+  /**
+   * Dense only: the longest request's tokens, which set the block table's width (the dense form depends
+   * on the blocks each SM part walks). @default unbounded: as if every part walked many blocks
+   */
+  maxLen?: number;
+  /** Dense only: the GPU's SMs. @default 132 (H100 and H200 SXM) */
+  smCount?: number;
 }
 
 /**
@@ -26,6 +37,9 @@ export interface KernelChoiceShape {
  */
 export function chooseKernel(shape: KernelChoiceShape, overrides: DecodeOverrides = {}): KernelName {
   if (shape.kind === "sparse") return sparseKernelName(overrides.sparsePlan ?? chooseSparseKernel(shape.h_q, shape.format), shape.format, shape.extra ?? false);
-  const rows_per_kv = (shape.s_q * shape.h_q) / (shape.h_kv ?? 1);
-  return denseKernelName(overrides.denseForm ?? chooseDenseKernel(rows_per_kv), shape.dtype ?? "bf16");
+  const h_kv = shape.h_kv ?? 1;
+  const rows_per_kv = (shape.s_q * shape.h_q) / h_kv;
+  const parts = numSmPartsDense(shape.smCount ?? H200_SM_COUNT, shape.s_q, shape.h_q, h_kv);
+  const blocksPerPart = shape.maxLen === undefined ? Infinity : denseBlocksPerPart(shape.b, Math.max(1, Math.ceil(shape.maxLen / DENSE_PAGE_BLOCK_SIZE)), parts);
+  return denseKernelName(overrides.denseForm ?? chooseDenseKernel(rows_per_kv, blocksPerPart), shape.dtype ?? "bf16");
 }

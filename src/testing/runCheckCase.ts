@@ -47,7 +47,7 @@ export interface RunCheckCaseOptions {
 export function runCheckCase(spec: AnyCheckCaseSpec, opts: RunCheckCaseOptions): CheckCaseResult {
   const seqlens = checkCaseSeqlens(spec, opts.seed);
   const summary = { min: Math.min(...seqlens), max: Math.max(...seqlens), zeros: seqlens.filter((n) => n === 0).length };
-  const kernel = chooseKernel(spec.kind === "sparse" ? { ...spec, kind: "sparse" } : { ...spec, kind: "dense" }, opts.overrides);
+  const kernel = chooseKernel(spec.kind === "sparse" ? { ...spec, kind: "sparse" } : { ...spec, kind: "dense", maxLen: summary.max }, opts.overrides);
   const owned: Array<{ dispose(): void } | undefined> = [];
   const meta = getMlaMetadata();
   try {

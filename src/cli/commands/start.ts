@@ -6,7 +6,7 @@ import { benchCaseByName, benchCaseShape, type BenchCase } from "../../bench/cas
 import { cliIo, type CliIo } from "../../bench/cliIo.js";
 import { HEADLINE_CASES } from "../../bench/headlineCases.js";
 import { probeGpu } from "../../bench/probeGpu.js";
-import { chooseKernel } from "../../mla/chooseKernel.js";
+import { benchCaseKernel } from "../../bench/benchCaseKernel.js";
 import { D_V } from "../../mla/contract/shape.js";
 import { mlaDecodeReference, type ReferenceRow } from "../../mla/reference/mlaDecodeReference.js";
 import { compareTensors } from "../../numeric/compare.js";
@@ -114,7 +114,7 @@ function runWithoutGpu(reason: string, opts: StartOptions, io: CliIo, cache: Pic
         measuredSource,
         cases: reports.map(({ bc, report }) => ({
           case: bc.name,
-          kernel: chooseKernel(bc),
+          kernel: benchCaseKernel(bc),
           flop: report.cost.flop,
           bytes: report.cost.bytes,
           intensity: report.cost.intensity,
@@ -157,7 +157,7 @@ function runWithoutGpu(reason: string, opts: StartOptions, io: CliIo, cache: Pic
     const ideal = report.ceilings.find((x) => x.label === report.reference)?.idealUs ?? NaN;
     t.push([
       bc.name,
-      chooseKernel(bc),
+      benchCaseKernel(bc),
       fmt(report.cost.flop / 1e9, 1),
       fmt(report.cost.bytes / 1e6, 1),
       fmt(report.cost.intensity, 1),

@@ -10,15 +10,25 @@ import type { KernelName } from "../contract/kernelRegistry.js";
 export type DenseForm = "fast" | "pipe";
 export const DENSE_FORMS: readonly DenseForm[] = Object.freeze(["fast", "pipe"]);
 
+/** The fewest blocks an SM part walks, on average at the block table's width, for "pipe" to pay. */
+export const PIPE_MIN_BLOCKS_PER_PART = 16;
+
 /**
  * The form a dense call runs: "pipe" where the work is compute-bound (at least 128 query rows per KV
- * head: h_q / h_kv · s_q), "fast" elsewhere. H200, one call each: dense-compute 522.2 µs with pipe
- * against 531.7 with fast, dense-compute-mtp 839 against 920; long-b4-128k-mtp (b 4) 429.7 against
- * 465.4 and long-b1-128k (b 1) 73.0 against 75.7; the memory-bound cases (fewer rows) 0–2 µs slower
- * with pipe.
+ * head: h_q / h_kv · s_q) and each SM part walks enough blocks for its rotated loop's longer prologue and
+ * epilogue to pay (`blocksPerPart` ≥ 16: b · max_blocks_per_seq / num_sm_parts, from the block table's
+ * width, which the host knows without reading the lengths), "fast" elsewhere. H200, both forms in one
+ * call each: long-b4-128k-mtp (248 blocks a part) 429.7 µs with pipe against 465.4 with fast,
+ * long-b1-128k (31) 74.0 against 75.5, dense-b1 (one 32K request: 7.8) 34.5 against 32.9,
+ * dense-compute-mtp 839 against 920; the memory-bound cases (fewer rows) 0–2 µs slower with pipe.
  */
-export function chooseDenseKernel(rows_per_kv: number): DenseForm {
-  return rows_per_kv >= 128 ? "pipe" : "fast";
+export function chooseDenseKernel(rows_per_kv: number, blocksPerPart: number): DenseForm {
+  return rows_per_kv >= 128 && blocksPerPart >= PIPE_MIN_BLOCKS_PER_PART ? "pipe" : "fast";
+}
+
+/** The blocks an SM part walks on average if every request filled its row of the block table. */
+export function denseBlocksPerPart(b: number, maxBlocksPerSeq: number, numSmParts: number): number {
+  return (b * maxBlocksPerSeq) / numSmParts;
 }
 
 /** The registry row of a form at a dtype. */

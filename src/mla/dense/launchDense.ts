@@ -9,7 +9,7 @@ import { decodeOutputs } from "../decodeOutputs.js";
 import { launchScheduler } from "../sched/launchScheduler.js";
 import type { MlaSchedConfig } from "../sched/MlaSchedMeta.js";
 import { DENSE_SCHED_FIXED_OVERHEAD, numSmPartsDense, numSplitSlots } from "../sched/schedule.js";
-import { checkDenseForm, chooseDenseKernel, denseKernelName, type DenseForm } from "./chooseDenseKernel.js";
+import { checkDenseForm, chooseDenseKernel, denseBlocksPerPart, denseKernelName, type DenseForm } from "./chooseDenseKernel.js";
 import { encodeDenseKvMap, encodeDenseQMap } from "./denseTensorMaps.js";
 import { validateDenseArgs } from "./validateDense.js";
 
@@ -47,14 +47,15 @@ export function launchDense(args: FlashMlaWithKvcacheArgs, overrides: DenseOverr
   const rows_per_kv = call.s_q * heads_per_kv;
   const num_m_blocks = Math.ceil(rows_per_kv / BLOCK_M);
   const ordinal = q.deviceOrdinal;
-  const main = loadKernel(ordinal, denseKernelName(forced ?? chooseDenseKernel(rows_per_kv), q.dtype === "fp16" ? "fp16" : "bf16"));
+  const numSmParts = numSmPartsDense(Device.get(ordinal).smCount, call.s_q, call.h_q, call.h_kv);
+  const form = forced ?? chooseDenseKernel(rows_per_kv, denseBlocksPerPart(call.b, call.max_blocks_per_seq, numSmParts));
+  const main = loadKernel(ordinal, denseKernelName(form, q.dtype === "fp16" ? "fp16" : "bf16"));
 
   const ws = meta.denseWorkspace(
     FN,
     config,
     stream,
     () => {
-      const numSmParts = numSmPartsDense(Device.get(ordinal).smCount, call.s_q, call.h_q, call.h_kv);
       return { deviceOrdinal: ordinal, numSmParts, numSplitSlots: numSplitSlots(call.b, numSmParts), b: call.b, rows: [call.h_kv, rows_per_kv], h_kv: call.h_kv, numMBlocks: num_m_blocks };
     },
     // The scheduler checks the lengths against the table (errors recorded, bad requests scheduled as

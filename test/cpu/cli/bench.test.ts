@@ -59,10 +59,10 @@ test("flashmla bench --list names every case with the kernel that serves it and 
   assert.equal(r.code, 0);
   assert.match(r.out, /^Cases, each with the kernel flashMlaWithKvcache runs for it and the roof that binds it on an H200:$/m);
   // The cost model's bound, as flashmla roofline --case dense-b1 gives it.
-  assert.match(r.out, /dense-b1 +dense +dense_pipe_bf16 +b=1 h_q=128 s_q=1 s_k 32768 +\(compute\) \[headline\]/);
+  assert.match(r.out, /dense-b1 +dense +dense_fast_bf16 +b=1 h_q=128 s_q=1 s_k 32768 +\(compute\) \[headline\]/);
   assert.match(r.out, /sparse-v32-h64 +sparse +sparse_m64_bf16 +.*\(compute\) \[headline\]/);
   assert.match(r.out, /dense-compute +dense +dense_pipe_bf16 +b=128 h_q=128 s_q=1 s_k 8192 +\(compute\) \[headline\]/);
-  assert.match(r.out, /dense-b1 +dense +dense_pipe_bf16 +b=1 h_q=128/);
+  assert.match(r.out, /dense-b1 +dense +dense_fast_bf16 +b=1 h_q=128/);
   assert.match(r.out, /dense-mem-h16 +dense +dense_fast_bf16 /);
   assert.match(r.out, /dense-grid-sq2-32k-causal +dense +dense_pipe_bf16 /);
   assert.match(r.out, /sparse-v32 +sparse +sparse_h128x_bf16 /);

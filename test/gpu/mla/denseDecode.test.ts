@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { combineRowsPerCta } from "../../../src/mla/combine/launchCombine.js";
-import { chooseDenseKernel, DENSE_FORMS, type DenseForm } from "../../../src/mla/dense/chooseDenseKernel.js";
+import { chooseDenseKernel, DENSE_FORMS, denseBlocksPerPart, type DenseForm } from "../../../src/mla/dense/chooseDenseKernel.js";
 import { decodeWithOverrides, flashMlaWithKvcache, type DecodeOverrides } from "../../../src/mla/flashMlaWithKvcache.js";
 import { mlaDecodeReference } from "../../../src/mla/reference/mlaDecodeReference.js";
 import { mlaDecodeReferenceGpu } from "../../../src/mla/reference/mlaDecodeReferenceGpu.js";
@@ -110,17 +110,20 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
   });
 
   test("flashMlaWithKvcache runs the form chooseDenseKernel picks: its bits are that form's, forced", () => {
-    // pipe at 128 rows per KV head (b 16 and 8, and 128 rows of s_q 2 · 64 heads), fast at 64 rows.
+    // pipe at 128 rows per KV head with many blocks per SM part (b 16), fast with few (b 2) or 64 rows.
+    const lens = (b: number, longest: number) => Array.from({ length: b }, (_, j) => (j === 1 ? 0 : j === 0 ? longest : 1 + ((j * 7919) % longest)));
     const specs = [
-      { b: 16, s_q: 1, h_q: 128, mean: 3000 },
-      { b: 8, s_q: 1, h_q: 128, mean: 3000 },
-      { b: 8, s_q: 2, h_q: 64, mean: 1000 },
-      { b: 5, s_q: 4, h_q: 16, mean: 777 },
+      { s_q: 1, h_q: 128, lens: lens(16, 6000), form: "pipe" },
+      { s_q: 1, h_q: 128, lens: lens(2, 3000), form: "fast" },
+      { s_q: 2, h_q: 64, lens: lens(8, 12000), form: "pipe" },
+      { s_q: 4, h_q: 16, lens: lens(5, 2000), form: "fast" },
     ] as const;
     for (const [i, spec] of specs.entries()) {
-      const form = chooseDenseKernel(spec.s_q * spec.h_q);
-      assert.equal(form, spec.s_q * spec.h_q >= 128 ? "pipe" : "fast", `case ${i}: the form for ${spec.s_q * spec.h_q} rows`);
-      const c = makeDenseCaseGpu({ seed: 9100 + i, b: spec.b, s_q: spec.s_q, h_q: spec.h_q, h_kv: 1, seqlens: { mean: spec.mean, varlen: true, zeroFraction: 0.1 }, causal: true, dtype: "bf16" });
+      const b = spec.lens.length;
+      const c = makeDenseCaseGpu({ seed: 9100 + i, b, s_q: spec.s_q, h_q: spec.h_q, h_kv: 1, seqlens: spec.lens, causal: true, dtype: "bf16" });
+      const parts = numSmPartsDense(Device.get(0).smCount, spec.s_q, spec.h_q, 1);
+      const form = chooseDenseKernel(spec.s_q * spec.h_q, denseBlocksPerPart(b, c.maxBlocks, parts));
+      assert.equal(form, spec.form, `case ${i}: the form for ${spec.s_q * spec.h_q} rows, ${b} × ${c.maxBlocks} blocks over ${parts} parts`);
       const api = run(c, undefined, {});
       const forced = run(c, undefined, { denseForm: form });
       try {

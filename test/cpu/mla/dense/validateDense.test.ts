@@ -2,7 +2,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { ArgumentError } from "../../../../src/errors/ArgumentError.js";
 import type { FlashMlaWithKvcacheArgs } from "../../../../src/mla/args.js";
-import { chooseDenseKernel, DENSE_FORMS, denseKernelName } from "../../../../src/mla/dense/chooseDenseKernel.js";
+import { chooseKernel } from "../../../../src/mla/chooseKernel.js";
+import { chooseDenseKernel, DENSE_FORMS, denseBlocksPerPart, denseKernelName } from "../../../../src/mla/dense/chooseDenseKernel.js";
 import { validateDenseArgs } from "../../../../src/mla/dense/validateDense.js";
 import { decodeWithOverrides } from "../../../../src/mla/flashMlaWithKvcache.js";
 import { getMlaMetadata, MlaSchedMeta } from "../../../../src/mla/sched/MlaSchedMeta.js";
@@ -118,15 +119,26 @@ test("MlaSchedMeta reused with another batch shape names the changed field", () 
   assert.throws(() => meta.checkConfig("f", { ...config }), /disposed/);
 });
 
-test("chooseDenseKernel() picks pipe for compute-bound calls (≥ 128 rows per KV head), whatever the batch", () => {
-  assert.equal(chooseDenseKernel(128), "pipe");
-  assert.equal(chooseDenseKernel(256), "pipe");
-  assert.equal(chooseDenseKernel(127), "fast");
-  assert.equal(chooseDenseKernel(64), "fast");
-  assert.equal(chooseDenseKernel(16), "fast");
-  for (const f of [chooseDenseKernel(128), chooseDenseKernel(1)]) assert.ok(DENSE_FORMS.includes(f), `${f} is a dense form`);
+test("chooseDenseKernel() picks pipe for compute-bound calls (≥ 128 rows per KV head) whose SM parts walk ≥ 16 blocks", () => {
+  assert.equal(chooseDenseKernel(128, 248), "pipe"); // dense-compute, long-b4-128k-mtp
+  assert.equal(chooseDenseKernel(256, 16), "pipe");
+  assert.equal(chooseDenseKernel(128, 31), "pipe"); // long-b1-128k
+  assert.equal(chooseDenseKernel(128, 7.8), "fast"); // dense-b1
+  assert.equal(chooseDenseKernel(127, 1000), "fast");
+  assert.equal(chooseDenseKernel(64, 1000), "fast");
+  assert.equal(denseBlocksPerPart(1, 512, 66), 512 / 66);
+  for (const f of [chooseDenseKernel(128, 100), chooseDenseKernel(1, 1)]) assert.ok(DENSE_FORMS.includes(f), `${f} is a dense form`);
   assert.equal(denseKernelName("pipe", "fp16"), "dense_pipe_fp16");
   assert.equal(denseKernelName("fast", "bf16"), "dense_fast_bf16");
+});
+
+test("chooseKernel() names the dense form from the longest request: one 32K request fast, one 128K request pipe", () => {
+  const b1 = { kind: "dense", b: 1, s_q: 1, h_q: 128 } as const;
+  assert.equal(chooseKernel({ ...b1, maxLen: 32768 }), "dense_fast_bf16");
+  assert.equal(chooseKernel({ ...b1, maxLen: 131072 }), "dense_pipe_bf16");
+  assert.equal(chooseKernel(b1), "dense_pipe_bf16");
+  assert.equal(chooseKernel({ kind: "dense", b: 4, s_q: 2, h_q: 128, maxLen: 131072 }), "dense_pipe_bf16");
+  assert.equal(chooseKernel({ kind: "dense", b: 128, s_q: 1, h_q: 16, maxLen: 8192 }), "dense_fast_bf16");
 });
 
 test("decodeWithOverrides() refuses a form that does not exist, a non-boolean mergeSplitPairs and a sparse plan, naming the override, before it looks at the tensors", () => {
