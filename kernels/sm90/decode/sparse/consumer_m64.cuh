@@ -209,7 +209,11 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
       for (int half = 0; half < 2; ++half) L[half] = sm.l[16 * warp_in_wg + lane / 4 + 8 * half], M[half] = sm.m[16 * warp_in_wg + lane / 4 + 8 * half];
     }
     const int slot = p.num_splits[req] + (req == meta.begin_req_idx ? meta.begin_split_idx : 0);  // the piece's split slot
-    store_rows<T>(p, o, req, h0, s_idx, WG, warp_in_wg, lane, is_split, slot, L, M);
+    // The row addresses computed here, not before the block loop: ptxas hoisted them out of it and, in
+    // h128x over MODEL1 with a second cache, spilled one (8 bytes) across the loop to make room.
+    int s_late = s_idx, h_late = h0, lane_late = lane, warp_late = warp_in_wg;
+    asm volatile("" : "+r"(s_late), "+r"(h_late), "+r"(lane_late), "+r"(warp_late));
+    store_rows<T>(p, o, req, h_late, s_late, WG, warp_late, lane_late, is_split, slot, L, M);
   }
 }
 
