@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { ArgumentError } from "../../../src/errors/ArgumentError.js";
 import { decodeWithOverrides, flashMlaWithKvcache } from "../../../src/mla/flashMlaWithKvcache.js";
 import { mlaDecodeReference } from "../../../src/mla/reference/mlaDecodeReference.js";
+import { mlaSparseReferenceGpu } from "../../../src/mla/reference/mlaSparseReferenceGpu.js";
 import { getMlaMetadata } from "../../../src/mla/sched/MlaSchedMeta.js";
 import { bf16ArrayToF32 } from "../../../src/numeric/bf16.js";
 import { assertClose, SPARSE_LSE_TOL, SPARSE_OUT_TOL } from "../../../src/numeric/compare.js";
@@ -57,6 +58,45 @@ describeGpu("DeepSeek-V4 (MODEL1) sparse decode on the GPU", () => {
 
   test("matches the reference at FlashMLA's v4-cfg3 shape (b 128, s_q 2, 64 heads, extra cache with page size 2), sampled rows", () => {
     checkPlans({ seed: 960, b: 128, s_q: 2, h_q: 64, s_k: 16384, topk: 128, pageBlockSize: 256, extra: { s_k: 16384, topk: 1024, pageBlockSize: 2, topkLengthRandom: true }, sink: true }, 48);
+  });
+});
+
+describeGpu("the fp32 GPU reference over MODEL1 and a second cache", () => {
+  test("matches the float64 reference (page sizes 2, 61, 256; valid lengths; sinks; invalid ids), and the kernels match it on a larger case", () => {
+    const cases: Model1CaseOptions[] = [
+      { seed: 1200, b: 3, s_q: 2, h_q: 64, s_k: 500, topk: 130, pageBlockSize: 256, extra: { s_k: 300, topk: 70, pageBlockSize: 2, topkLengthRandom: true }, sink: true, topkLength: true },
+      { seed: 1201, b: 2, s_q: 1, h_q: 16, s_k: 200, topk: 64, pageBlockSize: 61, invalidFraction: 0.3, repeat: 0.2 },
+    ];
+    for (const [i, opts] of cases.entries()) {
+      const c = makeModel1Case(opts);
+      const u = uploadCase(c);
+      const ref = mlaSparseReferenceGpu({ ...u.args, out: undefined, lse: undefined });
+      try {
+        const cpu = mlaDecodeReference(c);
+        assertClose(ref.out.toHost().host as Float32Array, cpu.outF32, { abs: 1e-5, rel: 1e-4, cos: 1e-9 }, { name: `fp32 MODEL1 reference out (case ${i})` });
+        assertClose(ref.lse.toHost().host as Float32Array, cpu.lse.host as Float32Array, { abs: 1e-5, rel: 1e-6 }, { name: `fp32 MODEL1 reference lse (case ${i})` });
+      } finally {
+        ref.out.dispose(); ref.lse.dispose();
+        u.dispose();
+      }
+    }
+    // Every element of both plans' output at 128 heads against the fp32 GPU reference.
+    const c = makeModel1Case({ seed: 1210, b: 8, s_q: 2, h_q: 128, s_k: 4000, topk: 512, pageBlockSize: 64, extra: { s_k: 2000, topk: 256, pageBlockSize: 2, topkLengthRandom: true }, sink: true });
+    const u = uploadCase(c);
+    const ref = mlaSparseReferenceGpu({ ...u.args, out: undefined, lse: undefined });
+    try {
+      for (const sparsePlan of ["m64", "h128x"] as const) {
+        const meta = getMlaMetadata();
+        u.poison();
+        const got = decodeWithOverrides({ ...u.args, schedMeta: meta }, { sparsePlan });
+        assertClose(bf16ArrayToF32(got.out.toHost().host as Uint16Array), ref.out.toHost().host as Float32Array, SPARSE_OUT_TOL, { shape: [8, 2, 128, 512], name: `out vs fp32 GPU reference (${sparsePlan})`, roundReferenceTo: "bf16" });
+        assertClose(got.lse.toHost().host as Float32Array, ref.lse.toHost().host as Float32Array, { abs: 1e-5, rel: 8.01 / 65536 }, { name: `lse vs fp32 GPU reference (${sparsePlan})` });
+        meta.dispose();
+      }
+    } finally {
+      ref.out.dispose(); ref.lse.dispose();
+      u.dispose();
+    }
   });
 });
 
