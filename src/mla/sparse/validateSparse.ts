@@ -214,6 +214,10 @@ function checkCache(
   const [num_blocks, page_block_size] = k.shape;
   if (num_blocks < 1) throw new ArgumentError(FN, names.cache, "num_blocks >= 1", `${num_blocks}`);
   if (page_block_size < 1) throw new ArgumentError(FN, names.cache, "page_block_size >= 1", `${page_block_size}`);
+  // The kernels address within a page in int32 (a MODEL1 record sits page_block_size · 576 bytes in).
+  if (page_block_size * tokenBytes > 2 ** 31 - 1) {
+    throw new ArgumentError(FN, names.cache, `page_block_size · ${tokenBytes} < 2^31 bytes (offsets within a page are int32)`, `page_block_size = ${page_block_size}`);
+  }
   // The kernels read a V32 token as 656 consecutive bytes and a MODEL1 page from its base at fixed
   // offsets; the block stride is free beyond that (FlashMLA's tests pad blocks).
   if (page_block_size > 1 && k.strides[1] !== tokenBytes) {

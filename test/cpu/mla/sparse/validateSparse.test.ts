@@ -182,6 +182,9 @@ test("validateSparseArgs() names indices, topkLength and attnSink errors", () =>
   rejects({ indices: Tensor.zerosHost([B, S_Q + 1, TOPK], "i32") }, "indices", /s_q = 2.*got 3/);
   rejects({ indices: Tensor.zerosHost([B, S_Q, 0], "i32") }, "indices", /topk in \[1, 2\^29\] \(shape \[b, s_q, topk\]\), got topk = 0/);
   // Validation reads no tensor data, so a view past its small host storage stands in for 2^29 + 1 entries.
+  // A page whose offsets leave int32 (views past a small storage: the checks never read it).
+  const bigPage = Tensor.zerosHost([656], "u8").view([1, 3_300_000, 1, 656], [0, 656, 656, 1]);
+  rejects({ kCache: bigPage }, "kCache", /page_block_size · 656 < 2\^31 bytes.*got page_block_size = 3300000/);
   const huge = Tensor.zerosHost([1], "i32").view([B, S_Q, 2 ** 29 + 1], [0, 0, 1]);
   rejects({ indices: huge }, "indices", /topk in \[1, 2\^29\].*got topk = 536870913/);
   const strided = Tensor.zerosHost([B, S_Q, 2 * TOPK], "i32").view([B, S_Q, TOPK], [S_Q * 2 * TOPK, 2 * TOPK, 2]);
@@ -330,8 +333,11 @@ test("validateSparseArgs() names a MODEL1 cache's token size, token stride, bloc
   // Token ids are int32. Validation reads no data, so a view past its small storage stands in for 2^31 tokens.
   const huge = Tensor.zerosHost([1], "u8").view([2 ** 22, 512, 1, 584], [model1PageBytes(512), 584, 584, 1]);
   rejects(model1({ kCache: huge }), "kCache", /at most 2\^31 - 1 tokens \(int32 token ids\), got 4194304 · 512/);
-  const most = Tensor.zerosHost([1], "u8").view([1, 2 ** 31 - 1, 1, 584], [0, 584, 584, 1]);
-  assert.equal(validateSparseArgs(args(model1({ kCache: most })), false).page_block_size, 2 ** 31 - 1, "2^31 - 1 tokens fit");
+  const most = Tensor.zerosHost([1], "u8").view([2 ** 21 - 1, 1024, 1, 584], [model1PageBytes(1024), 584, 584, 1]);
+  assert.equal(validateSparseArgs(args(model1({ kCache: most })), false).num_blocks, 2 ** 21 - 1, "2^31 - 1024 tokens fit");
+  // Offsets within a page are int32: a page of more than 2^31 bytes is refused even with few tokens in all.
+  const bigPage = Tensor.zerosHost([1], "u8").view([1, 2 ** 22, 1, 584], [0, 584, 584, 1]);
+  rejects(model1({ kCache: bigPage }), "kCache", /page_block_size · 584 < 2\^31 bytes.*got page_block_size = 4194304/);
 });
 
 test("validateSparseArgs() refuses a cache of the other format, naming kCache and the d_qk that chose", () => {
