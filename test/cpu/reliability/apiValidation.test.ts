@@ -13,6 +13,7 @@ import { contiguousStrides, Tensor } from "../../../src/runtime/Tensor.js";
 import { validateDenseArgs } from "../../../src/mla/dense/validateDense.js";
 import { validateSparseArgs } from "../../../src/mla/sparse/validateSparse.js";
 import { type FlashMlaWithKvcacheArgs } from "../../../src/mla/args.js";
+import { rejectsWithMessage as rejects } from "../../helpers/argumentError.js";
 
 // The validation matrix of the public functions that take tensors: every argument, wrong dtype, rank,
 // shape, device, layout, out-of-range scalar and mismatched sizes between arguments. Each error must
@@ -52,15 +53,6 @@ const host = (shape: readonly number[], dtype: DType) => Tensor.zerosHost(shape,
 const any = <T>(v: unknown) => v as T;
 
 /** Runs `fn` and checks it throws an ArgumentError whose message is exactly `message`. */
-function rejects(what: string, fn: () => unknown, message: string): void {
-  assert.throws(fn, (e: unknown) => {
-    assert.ok(e instanceof ArgumentError, `${what}: expected an ArgumentError, got ${String(e)}`);
-    assert.equal(e.message, message, what);
-    // The structured fields agree with the message, so callers can branch on e.argument.
-    assert.ok(e.message.startsWith(`${e.fn}(): argument '${e.argument}': expected ${e.expected}, got ${e.got}`), what);
-    return true;
-  }, what);
-}
 
 // ---------------------------------------------------------------------------------------------------
 // flashMlaWithKvcache (validateDenseArgs)

@@ -4,6 +4,7 @@ import { ArgumentError } from "../../../../src/errors/ArgumentError.js";
 import { validateWriteKvCacheModel1Args, type WriteKvCacheModel1Args } from "../../../../src/mla/kvCache/writeKvCacheModel1.js";
 import type { DType } from "../../../../src/runtime/dtype.js";
 import { Tensor } from "../../../../src/runtime/Tensor.js";
+import { rejectsWithMessage as rejects } from "../../../helpers/argumentError.js";
 
 // writeKvCacheModel1's checks without a GPU: host tensors stand in (requireCuda = false). The checks
 // that need device memory (residency, alignment of the address, devices) run in
@@ -20,14 +21,6 @@ function writer(over: Record<string, unknown> = {}): WriteKvCacheModel1Args {
 /** A [numBlocks, pbs, 1, 584] view with block stride `stride` bytes over a flat host buffer. */
 function paged(numBlocks: number, pbs: number, stride: number, dtype: DType = "u8"): Tensor {
   return host([numBlocks * stride], dtype).view([numBlocks, pbs, 1, 584], [stride, 584, 584, 1]);
-}
-
-function rejects(what: string, fn: () => unknown, message: string): void {
-  assert.throws(fn, (e: unknown) => {
-    assert.ok(e instanceof ArgumentError, `${what}: expected an ArgumentError, got ${String(e)}`);
-    assert.equal(e.message, message, what);
-    return true;
-  }, what);
 }
 
 test("validateWriteKvCacheModel1Args() names every argument's dtype, shape, layout and size mismatch", () => {

@@ -11,6 +11,7 @@ import { Tensor } from "../../../../src/runtime/Tensor.js";
 import type { DType } from "../../../../src/runtime/dtype.js";
 import { makeModel1Case } from "../../../../src/testing/model1Case.js";
 import { makeSparseCase } from "../../../../src/testing/sparseCase.js";
+import { rejectsWithMessage as rejects } from "../../../helpers/argumentError.js";
 
 // The launcher's checks and what they resolve to, without a GPU (validateSparseReferenceGpuArgs with
 // requireCuda = false); the kernel itself is checked against the CPU reference in test/gpu/mla.
@@ -35,14 +36,6 @@ function model1Call(over: Record<string, unknown> = {}): MlaSparseReferenceGpuAr
     headDimV: 512,
     ...over,
   } as MlaSparseReferenceGpuArgs;
-}
-
-function rejects(what: string, fn: () => unknown, message: string): void {
-  assert.throws(fn, (e: unknown) => {
-    assert.ok(e instanceof ArgumentError, `${what}: expected an ArgumentError, got ${String(e)}`);
-    assert.equal(e.message, message, what);
-    return true;
-  }, what);
 }
 
 test("validateSparseReferenceGpuArgs() resolves a V32 case as before: no second cache, model 0", () => {
