@@ -10,6 +10,7 @@
 namespace mla {
 
 constexpr int NUM_TILES = D_QK / 64;              // 9 tiles of 64 dims; tiles 0..7 are also V
+constexpr int V_TILES = D_V / 64;                 // 8: the tiles of a key that are also its V
 constexpr int TILE_BYTES = 64 * 128;              // 64 rows x 64 dims x 2 B, SW128
 constexpr int QK_BYTES = NUM_TILES * TILE_BYTES;  // 73,728 B for Q or one K block
 constexpr float MASKED = -INFINITY;

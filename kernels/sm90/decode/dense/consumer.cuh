@@ -8,7 +8,7 @@
 
 namespace mla::dense {
 
-template <typename T, bool PIPE>
+template <typename T, bool PIPE, int KT>
 __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const SchedMeta& meta, int m_block, int hk) {
   // wg comes from a shuffle so ptxas can see it is warp-uniform: with a plain threadIdx.x / 128 it treats
   // the W0/W1 branches as divergent, injects warpgroup.arrive there and serializes every wgmma (C7520),
@@ -25,7 +25,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
   // then its warp 0 refills it for `next`.
   auto release_and_refill = [&](uint32_t bar, int g, const Pair& next) {
     ptx::named_barrier_sync(bar, 128);
-    if (warp_u == 0) refill<PIPE>(p, sm, next, g, hk, policy, lane);
+    if (warp_u == 0) refill<PIPE, KT>(p, sm, next, g, hk, policy, lane);
   };
   // All 256 threads meet on sm.l_ready, for the pair merge's count (the l exchange below keeps its own
   // three lines: through this helper its SASS changed).
@@ -39,7 +39,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     if (wg == 0 && warp_u == 0) {  // thread 0's warp, whose warpgroup waits for block 0 anyway
       if (lane == 0 && sm.first_stagger) {
         ptx::mbarrier_wait(&sm.kfull[0][0], 0);
-        load_tiles(p, sm, Pair{meta.begin_req_idx, meta.begin_block_idx, 1, {-1, sm.first_phys1}}, 1, 0, NUM_TILES, hk, policy);
+        load_tiles(p, sm, Pair{meta.begin_req_idx, meta.begin_block_idx, 1, {-1, sm.first_phys1}}, 1, 0, KT, hk, policy);
       }
       __syncwarp();
     }
@@ -75,13 +75,13 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       // previous request is done with sQ and sm.l.
       if (req != meta.begin_req_idx) {
         ptx::named_barrier_sync(BAR_CONSUMERS, THREADS);
-        if (tid == 0) load_q_tma(p, sm, req, m_block, hk);
+        if (tid == 0) load_q_tma<KT>(p, sm, req, m_block, hk);
       }
       ptx::mbarrier_wait(&sm.q_full, q_phase);
       q_phase ^= 1;
     } else {
       ptx::named_barrier_sync(BAR_CONSUMERS, THREADS);  // the previous request is done with sQ and sm.l
-      load_q_dense(p, sm.q, req, m_block, hk, tid, THREADS);
+      load_q_dense<KT>(p, sm.q, req, m_block, hk, tid, THREADS);
       ptx::fence_proxy_async_smem();
       ptx::named_barrier_sync(BAR_CONSUMERS, THREADS);
     }
@@ -145,8 +145,8 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     };
 
     if constexpr (PIPE) {
-      uint32_t qrope[4][4];
-      load_qrope(qrope, sm, warp_in_wg, lane);
+      uint32_t qrope[4][4];  // Q's RoPE tile (d_qk 576 only)
+      if constexpr (KT > V_TILES) load_qrope(qrope, sm, warp_in_wg, lane);
       // One pair; LAST: the request's last, after which nothing is queued (the next request needs its own
       // Q first). The last pair is its own copy of the body, not a branch: with the next Q·Kᵀ queued
       // under a runtime condition, ptxas could not tell whether S was in flight where the paths meet
@@ -173,11 +173,11 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           ptx::mbarrier_wait(&sm.pv0r_issued, phase);  // W1 queued sP0·V0R (and stored sP1)
           pv_ss<T>(o, pipe_p1_tile(sm), sm.k[1], 0);  // O_L += sP1·V1L
           if constexpr (!LAST) {
-            qk_issue<T>(s, sm, 0, phase ^ 1, 0, 4, true, qrope);
+            qk_issue<T, KT>(s, sm, 0, phase ^ 1, 0, 4, true, qrope);
             ptx::wgmma_wait<1>();  // sP1·V1L only
             ptx::fence_regs(o);
             release_and_refill(BAR_WG0, REFILL_K1_LEFT_P, next);
-            qk_issue<T>(s, sm, 0, phase ^ 1, 4, NUM_TILES - 4, false, qrope);
+            qk_issue<T, KT>(s, sm, 0, phase ^ 1, 4, KT - 4, false, qrope);
           } else {
             ptx::wgmma_wait<0>();
             ptx::fence_regs(o);
@@ -217,13 +217,13 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           ptx::wgmma_wait<0>();
           ptx::fence_regs(o);
           release_and_refill(BAR_WG1, REFILL_K0_RIGHT_P, next);
-          if constexpr (!LAST) qk_issue<T>(s, sm, 1, phase ^ 1, 4, NUM_TILES, true, qrope);
+          if constexpr (!LAST) qk_issue<T, KT>(s, sm, 1, phase ^ 1, 4, KT, true, qrope);
         }
       };
       if (start_blk < end_blk) {
         // The first pair's S is queued here; every pair then queues the next one's behind its last P·V.
-        if (wg == 0) qk_issue<T>(s, sm, 0, phase, 0, NUM_TILES, true, qrope);
-        else qk_issue<T>(s, sm, 1, phase, 4, NUM_TILES, true, qrope);
+        if (wg == 0) qk_issue<T, KT>(s, sm, 0, phase, 0, KT, true, qrope);
+        else qk_issue<T, KT>(s, sm, 1, phase, 4, KT, true, qrope);
         int blk0 = start_blk;
         for (; blk0 + 2 < end_blk; blk0 += 2, phase ^= 1) pipe_pair(blk0, cuda::std::false_type{});
         prefetch_other();
@@ -236,7 +236,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
         const Pair next = next_pair(p, meta, {req, blk0, end_blk, {}});
         if (blk0 + 2 >= end_blk) prefetch_other();
         if (wg == 0) {
-          compute_s<T>(s, sm, 0, phase, lane, QK0_FIRST);
+          compute_s<T, KT>(s, sm, 0, phase, lane, QK0_FIRST);
           mask_scale(s, p, blk0, lane, limit);
           float scale0[2];
           softmax_w0(s, m, l, scale0, sm, warp_in_wg, lane);
@@ -249,7 +249,7 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
           release_and_refill(BAR_WG0, REFILL_K1_LEFT_P, next);
         } else {
           ptx::mbarrier_wait(&sm.qk0_issued, phase);
-          compute_s<T>(s, sm, 1, phase);
+          compute_s<T, KT>(s, sm, 1, phase);
           mask_scale(s, p, blk1, lane, limit);
           ptx::mbarrier_wait(&sm.scale0_ready, phase);
           float scale01[2];

@@ -17,10 +17,11 @@
 //
 // This is FlashAttention's online softmax; each O half receives both blocks, at different times. The
 // running max is lazy (config.h LAZY_MAX), so after the first blocks the rescales are skipped by a warp
-// vote. There is no producer warpgroup: K arrives by TMA as nine 64x64 SW128 tiles per block, each on its
+// vote. There is no producer warpgroup: K arrives by TMA as KT 64x64 SW128 tiles per block, each on its
 // own mbarrier so Q·Kᵀ starts on the first tile, and each warpgroup refills the tiles it was the last to
 // read as soon as it is done with them (pairs.cuh, refill). P tiles travel between the warpgroups in the
-// blocks' RoPE tiles, which V does not use.
+// blocks' ninth tile: at d_qk 576 (KT 9) the RoPE tile, which V does not use; at d_qk 512 (KT 8,
+// DeepSeek-V4's head, where V is the whole row) a slot no K tile fills. Shared memory is the same for both.
 //
 // Two schedules, chosen by the host by shape:
 //  - fast: the table as it stands, one pair per iteration (memory-bound and latency shapes).
@@ -42,7 +43,7 @@
 
 namespace mla::dense {
 
-template <typename T, bool PIPE>
+template <typename T, bool PIPE, int KT = NUM_TILES>
 __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
   extern __shared__ uint8_t smem_raw[];
   Smem& sm = smem_struct_1024<Smem>(smem_raw);
@@ -65,12 +66,12 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
     ptx::mbarrier_init(&sm.q_full, 1);
     ptx::fence_mbarrier_init();
     // Q before the first K blocks: issued after them, it waited behind every SM's (~10 k cycles).
-    if (p.q_tma) load_q_tma(p, sm, meta.begin_req_idx, blockIdx.x, blockIdx.y);
+    if (p.q_tma) load_q_tma<KT>(p, sm, meta.begin_req_idx, blockIdx.x, blockIdx.y);
     ptx::prefetch_tensormap(&p.tmap_kv);
     // The first pair of blocks; afterwards each warpgroup refills what it frees.
     const Pair first = with_phys(p, {meta.begin_req_idx, meta.begin_block_idx, piece_end(p, meta, meta.begin_req_idx), {}});
     const uint64_t policy = ptx::policy_evict_first();
-    load_tiles(p, sm, first, 0, 0, NUM_TILES, blockIdx.y, policy);
+    load_tiles(p, sm, first, 0, 0, KT, blockIdx.y, policy);
     // fast: where the first piece is long, block 1 waits until block 0's first tile has landed (the
     // consumer issues it), so block 0 does not land among every CTA's block 1 at the start of a call.
     // Not pipe: it spilled there, and its compute-bound calls have little start to gain.
@@ -80,10 +81,10 @@ __device__ __forceinline__ void dense_seesaw(const DenseParams& p) {
       sm.first_stagger = stagger;
       sm.first_phys1 = first.phys[1];
     }
-    if (!stagger) load_tiles(p, sm, first, 1, 0, NUM_TILES, blockIdx.y, policy);
+    if (!stagger) load_tiles(p, sm, first, 1, 0, KT, blockIdx.y, policy);
   }
   __syncthreads();
-  consumer<T, PIPE>(p, sm, meta, blockIdx.x, blockIdx.y);
+  consumer<T, PIPE, KT>(p, sm, meta, blockIdx.x, blockIdx.y);
   // A CTA with split pieces triggers here, not at its start: with the combine's CTAs launched early
   // (parked in griddepcontrol.wait on the SMs the main grid left free) every latency case was slower.
   ptx::pdl_launch_dependents();

@@ -59,38 +59,37 @@ __device__ __forceinline__ uint4 load_q_chunk(const DenseParams& p, int req, int
   return __ldg(reinterpret_cast<const uint4*>(q + req * p.q_batch_stride + s * p.q_token_stride + head * p.q_head_stride + chunk * 8));
 }
 
-// 16-byte chunks of an m-block's Q: 64 rows of 72.
-constexpr int Q_CHUNKS = 64 * 72;
-
-// Q without TMA (p.q_tma == 0): `threads` threads copy a request's 64 Q rows into SW128 tiles at `q_smem`
-// (the layout TMA would produce); rows past rows_per_kv are zero. Six 16-byte loads per thread are in
-// flight at a time (Q is 72 KB: one at a time cost a memory round trip per 4 KB).
+// Q without TMA (p.q_tma == 0): `threads` threads copy a request's 64 Q rows of KT tiles into SW128 tiles
+// at `q_smem` (the layout TMA would produce); rows past rows_per_kv are zero. Six 16-byte loads per thread
+// are in flight at a time (Q is 72 KB: one at a time cost a memory round trip per 4 KB).
+template <int KT>
 __device__ __forceinline__ void load_q_dense(const DenseParams& p, uint8_t* q_smem, int req, int m_block, int hk, int tid, int threads) {
-  constexpr int BATCH = 6;
+  constexpr int BATCH = 6, ROW_CHUNKS = 8 * KT, Q_CHUNKS = 64 * ROW_CHUNKS;
   for (int base = tid; base < Q_CHUNKS; base += BATCH * threads) {
     uint4 v[BATCH];
 #pragma unroll
     for (int j = 0; j < BATCH; ++j) {
-      const int c = base + j * threads, r = c / 72, chunk = c % 72;
+      const int c = base + j * threads, r = c / ROW_CHUNKS, chunk = c % ROW_CHUNKS;
       const int flat = m_block * BLOCK_M + r;
       v[j] = make_uint4(0, 0, 0, 0);
       if (c < Q_CHUNKS && flat < p.rows_per_kv) v[j] = load_q_chunk(p, req, hk, flat, chunk);
     }
 #pragma unroll
     for (int j = 0; j < BATCH; ++j) {
-      const int c = base + j * threads, r = c / 72, chunk = c % 72;
+      const int c = base + j * threads, r = c / ROW_CHUNKS, chunk = c % ROW_CHUNKS;
       if (c < Q_CHUNKS) *reinterpret_cast<uint4*>(q_smem + (chunk / 8) * TILE_BYTES + sw128(r, chunk % 8)) = v[j];
     }
   }
 }
 
-// Issues the TMA of request req's m-block of Q (64 flattened rows of KV head hk) into sQ: nine SW128 boxes
+// Issues the TMA of request req's m-block of Q (64 flattened rows of KV head hk) into sQ: KT SW128 boxes
 // of 64 rows x 64 dims, the layout load_q_dense writes. A box spans one token's heads (heads_per_kv a
 // multiple of 64) or 64 / heads_per_kv tokens; rows past s_q are out of the tensor, so zero.
+template <int KT>
 __device__ __forceinline__ void load_q_tma(const DenseParams& p, Smem& sm, int req, int m_block, int hk) {
   const int flat = m_block * BLOCK_M;
-  ptx::mbarrier_arrive_expect_tx(&sm.q_full, NUM_TILES * TILE_BYTES);
-  for (int t = 0; t < NUM_TILES; ++t)
+  ptx::mbarrier_arrive_expect_tx(&sm.q_full, KT * TILE_BYTES);
+  for (int t = 0; t < KT; ++t)
     ptx::tma_load_5d(sm.q + t * TILE_BYTES, &p.tmap_q, &sm.q_full, t * 64, flat % p.heads_per_kv, hk, flat / p.heads_per_kv, req);
 }
 
@@ -111,14 +110,15 @@ enum : int { REFILL_K0_LEFT = 0, REFILL_K1_LEFT_P = 1, REFILL_RIGHT = 2, REFILL_
 
 // Issues refill group g for the pair `next`, called by one whole warp of the releasing warpgroup after
 // its named barrier; lane 0 issues the TMA. QR (pipe): sP1 lives in Q's tile 8, so K1's tile 8 goes with
-// tiles 4-7 (row 3, W1's) instead of with 0-3 (row 1, W0's).
-template <bool QR>
+// tiles 4-7 (row 3, W1's) instead of with 0-3 (row 1, W0's). KT: the tiles a block loads, V's 8 and, at
+// d_qk 576, the RoPE tile 8 (at 512 tile 8's space only carries P, and no group refills it).
+template <bool QR, int KT>
 __device__ __forceinline__ void refill(const DenseParams& p, Smem& sm, const Pair& next, int g, int hk, uint64_t policy, int lane) {
   struct Span { int stage, t0, t1; };
   // Five rows, also for fast, which uses three: with three, nvcc orders registers differently in the PTX
   // and ptxas allocates both kernels differently from the builds that were measured.
-  const Span spans[5][2] = {{{0, 0, 4}, {0, 0, 0}}, {{1, 0, 4}, {1, QR ? 0 : NUM_TILES - 1, QR ? 0 : NUM_TILES}}, {{0, 4, NUM_TILES}, {1, 4, NUM_TILES - 1}},
-                            {{1, 4, QR ? NUM_TILES : NUM_TILES - 1}, {1, 0, 0}}, {{0, 4, NUM_TILES}, {0, 0, 0}}};
+  const Span spans[5][2] = {{{0, 0, 4}, {0, 0, 0}}, {{1, 0, 4}, {1, QR ? 0 : V_TILES, QR ? 0 : KT}}, {{0, 4, KT}, {1, 4, V_TILES}},
+                            {{1, 4, QR ? KT : V_TILES}, {1, 0, 0}}, {{0, 4, KT}, {0, 0, 0}}};
   if (lane == 0) {
 #pragma unroll
     for (int i = 0; i < 2; ++i) load_tiles(p, sm, next, spans[g][i].stage, spans[g][i].t0, spans[g][i].t1, hk, policy);

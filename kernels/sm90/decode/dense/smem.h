@@ -8,7 +8,8 @@ namespace mla::dense {
 struct __align__(1024) Smem {
   uint8_t q[QK_BYTES];
   // K0 (even block of the pair), K1 (odd block). Tile 8 (RoPE dims) is not part of V, so once Q·Kᵀ of a
-  // block is done its space holds that block's P tile (sP0 in K0, sP1 in K1) for the other warpgroup.
+  // block is done its space holds that block's P tile (sP0 in K0, sP1 in K1) for the other warpgroup. At
+  // d_qk 512 no K tile lands there: it only ever holds P.
   uint8_t k[2][QK_BYTES];
   float m[64];               // running max per row (log2 domain)
   float scale0[64];

@@ -11,12 +11,12 @@ namespace mla::dense {
 
 // ---- step 1: S = Q·Kᵀ -------------------------------------------------------------------------------
 
-// S = Q·Kᵀ for one 64-token block, waiting on each tile's barrier just before its four k-steps. With
-// `arrive_before` < NUM_TILES (W0, QK0_FIRST), each warp's lane 0 arrives on qk0_issued once the tiles
-// before that one are queued.
-template <typename T>
-__device__ __forceinline__ void compute_s(float (&s)[32], Smem& sm, int stage, uint32_t phase, int lane = 0, int arrive_before = NUM_TILES) {
-  qk_block<T>(s, ptx::smem_addr(sm.q), ptx::smem_addr(sm.k[stage]), [&](int t) {
+// S = Q·Kᵀ for one 64-token block over its KT tiles, waiting on each tile's barrier just before its four
+// k-steps. With `arrive_before` < KT (W0, QK0_FIRST), each warp's lane 0 arrives on qk0_issued once the
+// tiles before that one are queued.
+template <typename T, int KT>
+__device__ __forceinline__ void compute_s(float (&s)[32], Smem& sm, int stage, uint32_t phase, int lane = 0, int arrive_before = KT) {
+  qk_block<T, KT>(s, ptx::smem_addr(sm.q), ptx::smem_addr(sm.k[stage]), [&](int t) {
     if (t == arrive_before && lane == 0) ptx::mbarrier_arrive(&sm.qk0_issued);
     ptx::mbarrier_wait(&sm.kfull[stage][t], phase);
   });
@@ -37,18 +37,19 @@ __device__ __forceinline__ void load_qrope(uint32_t (&qrope)[4][4], const Smem& 
     }
 }
 
-// pipe: queues S (+)= Q·Kᵀ over `count` tiles of block `stage` from tile `first` on, wrapping from tile 8
-// to tile 0, each once its TMA load (parity `phase`) has landed, as one commit group that is not waited
-// for here. `starts`: the first of them overwrites S. Tile 8 is an RS wgmma from qrope.
-template <typename T>
+// pipe: queues S (+)= Q·Kᵀ over `count` tiles of block `stage` from tile `first` on, wrapping from the
+// last of its KT tiles to tile 0, each once its TMA load (parity `phase`) has landed, as one commit group
+// that is not waited for here. `starts`: the first of them overwrites S. The RoPE tile 8 (d_qk 576) is an
+// RS wgmma from qrope.
+template <typename T, int KT>
 __device__ __forceinline__ void qk_issue(float (&s)[32], Smem& sm, int stage, uint32_t phase, int first, int count, bool starts, const uint32_t (&qrope)[4][4]) {
   const uint32_t q = ptx::smem_addr(sm.q), k = ptx::smem_addr(sm.k[stage]);
   ptx::wgmma_fence();
 #pragma unroll
   for (int i = 0; i < count; ++i) {
-    const int t = (first + i) % NUM_TILES;
+    const int t = (first + i) % KT;
     ptx::mbarrier_wait(&sm.kfull[stage][t], phase);
-    if (t == NUM_TILES - 1) {
+    if (KT > V_TILES && t == KT - 1) {
       // Never the first tile of a block's sum (W0 reads it last, W1 fifth), so it accumulates.
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) ptx::wgmma_m64n64k16_rs<T>(s, qrope[kk], sw128_at(k, t * TILE_BYTES + kk * 32, 16));
