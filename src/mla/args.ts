@@ -5,12 +5,13 @@ import type { MlaSchedMeta } from "./sched/MlaSchedMeta.js";
 /** Arguments of `flashMlaWithKvcache` (FlashMLA's `flash_mla_with_kvcache`, camelCased). */
 export interface FlashMlaWithKvcacheArgs {
   /**
-   * [b, s_q, h_q, d_qk] on the GPU; last dim contiguous, strides multiples of 8 elements. Dense: d_qk 576,
-   * bf16 or fp16. Sparse: bf16, d_qk 576 (DeepSeek-V3.2: the V32 cache) or 512 (DeepSeek-V4: the MODEL1 cache).
+   * [b, s_q, h_q, d_qk] on the GPU; last dim contiguous, strides multiples of 8 elements. Dense: bf16 or
+   * fp16, d_qk 576 (DeepSeek-V3's head, V the first 512 dims) or 512 (DeepSeek-V4's, V the whole row).
+   * Sparse: bf16, d_qk 576 (DeepSeek-V3.2: the V32 cache) or 512 (DeepSeek-V4: the MODEL1 cache).
    */
   q: Tensor;
   /**
-   * Dense: [num_blocks, 64, h_kv, 576] in q's dtype (page size 64); last dim contiguous.
+   * Dense: [num_blocks, 64, h_kv, d_qk] in q's dtype, d_qk q's (576 or 512; page size 64); last dim contiguous.
    * Sparse V32 (q's d_qk 576): [num_blocks, page_block_size, 1, 656] u8 or fp8_e4m3 (token stride 656 bytes).
    * Sparse MODEL1 (q's d_qk 512): [num_blocks, page_block_size, 1, 584] u8 or fp8_e4m3 with strides
    * (S, 584, 584, 1): a page holds its tokens' 576 data bytes, then their 8-byte scale records, from
@@ -25,7 +26,7 @@ export interface FlashMlaWithKvcacheArgs {
   headDimV: number;
   /** From getMlaMetadata(): filled by the first call of a decode step and reused by its layers. */
   schedMeta: MlaSchedMeta;
-  /** @default 1 / sqrt(d_qk): 1 / sqrt(576), or 1 / sqrt(512) with the MODEL1 cache */
+  /** @default 1 / sqrt(d_qk): 1 / sqrt(576), or 1 / sqrt(512) for a 512-wide q (dense, or the MODEL1 cache) */
   softmaxScale?: number;
   /** Dense: with s_q > 1, query token j sees keys [0, s_k - (s_q - 1 - j)). Ignored when s_q = 1. @default false */
   causal?: boolean;

@@ -1,5 +1,5 @@
 import type { KernelName } from "./contract/kernelRegistry.js";
-import { DENSE_PAGE_BLOCK_SIZE, type SparseFormat } from "./contract/shape.js";
+import { DENSE_PAGE_BLOCK_SIZE, D_QK, type SparseFormat } from "./contract/shape.js";
 import { chooseDenseKernel, denseBlocksPerPart, denseKernelName } from "./dense/chooseDenseKernel.js";
 import { numSmPartsDense } from "./sched/schedule.js";
 import { chooseSparseKernel, sparseKernelName } from "./sparse/chooseSparseKernel.js";
@@ -18,6 +18,8 @@ export interface KernelChoiceShape {
   h_kv?: number;
   /** Dense only (sparse q is bf16). @default "bf16" */
   dtype?: "bf16" | "fp16";
+  /** Dense only: q's last dim, 576 (DeepSeek-V3's head) or 512 (DeepSeek-V4's). @default 576 */
+  d_qk?: number;
   /** Sparse only: the cache format. @default "V32" */
   format?: SparseFormat;
   /** Sparse only: a second cache (extraKCache). @default false */
@@ -41,5 +43,5 @@ export function chooseKernel(shape: KernelChoiceShape, overrides: DecodeOverride
   const rows_per_kv = (shape.s_q * shape.h_q) / h_kv;
   const parts = numSmPartsDense(shape.smCount ?? H200_SM_COUNT, shape.s_q, shape.h_q, h_kv);
   const blocksPerPart = shape.maxLen === undefined ? Infinity : denseBlocksPerPart(shape.b, Math.max(1, Math.ceil(shape.maxLen / DENSE_PAGE_BLOCK_SIZE)), parts);
-  return denseKernelName(overrides.denseForm ?? chooseDenseKernel(rows_per_kv, blocksPerPart), shape.dtype ?? "bf16");
+  return denseKernelName(overrides.denseForm ?? chooseDenseKernel(rows_per_kv, blocksPerPart), shape.dtype ?? "bf16", shape.d_qk ?? D_QK);
 }

@@ -62,6 +62,11 @@ export const KERNEL_REGISTRY = Object.freeze({
   dense_fast_fp16: { cubin: "dense_fast_fp16", symbol: "mla_dense_fast_fp16_sm90", params: dense, threads: 256, clusterX: 1, facts: true },
   dense_pipe_bf16: { cubin: "dense_pipe_bf16", symbol: "mla_dense_pipe_bf16_sm90", params: dense, threads: 256, clusterX: 1, facts: true },
   dense_pipe_fp16: { cubin: "dense_pipe_fp16", symbol: "mla_dense_pipe_fp16_sm90", params: dense, threads: 256, clusterX: 1, facts: true },
+  // The same two forms at DeepSeek-V4's d_qk 512 (Q·Kᵀ over eight 64-dim tiles, V the whole row).
+  dense_fast_bf16_d512: { cubin: "dense_fast_bf16_d512", symbol: "mla_dense_fast_bf16_d512_sm90", params: dense, threads: 256, clusterX: 1, facts: true },
+  dense_fast_fp16_d512: { cubin: "dense_fast_fp16_d512", symbol: "mla_dense_fast_fp16_d512_sm90", params: dense, threads: 256, clusterX: 1, facts: true },
+  dense_pipe_bf16_d512: { cubin: "dense_pipe_bf16_d512", symbol: "mla_dense_pipe_bf16_d512_sm90", params: dense, threads: 256, clusterX: 1, facts: true },
+  dense_pipe_fp16_d512: { cubin: "dense_pipe_fp16_d512", symbol: "mla_dense_pipe_fp16_d512_sm90", params: dense, threads: 256, clusterX: 1, facts: true },
   // Sparse FP8: two producer warpgroups gather and dequantize, two consumer warpgroups compute.
   sparse_m64_bf16: { cubin: "sparse_m64_bf16", symbol: "mla_sparse_m64_bf16_sm90", params: sparse, threads: 512, clusterX: 1, facts: true },
   // The two 64-head CTAs of a query token share each token's dequantization across a cluster.

@@ -1,5 +1,7 @@
 import { ArgumentError } from "../../errors/ArgumentError.js";
+import { MODEL1_D_QK } from "../../numeric/kvCacheModel1.js";
 import type { KernelName } from "../contract/kernelRegistry.js";
+import { D_QK } from "../contract/shape.js";
 
 /**
  * The two forms of the dense main kernel (kernels/sm90/decode/dense): "fast" runs the two warpgroups'
@@ -31,9 +33,14 @@ export function denseBlocksPerPart(b: number, maxBlocksPerSeq: number, numSmPart
   return (b * maxBlocksPerSeq) / numSmParts;
 }
 
-/** The registry row of a form at a dtype. */
-export function denseKernelName(form: DenseForm, dtype: "bf16" | "fp16"): KernelName {
-  return `dense_${form}_${dtype}`;
+/**
+ * The registry row of a form at a dtype and head: d_qk 576 (DeepSeek-V3's head) the plain rows, 512
+ * (DeepSeek-V4's, V the whole row) the `_d512` rows. The form rule is the same for both heads.
+ */
+export function denseKernelName(form: DenseForm, dtype: "bf16" | "fp16", d_qk: number): KernelName {
+  if (d_qk === D_QK) return `dense_${form}_${dtype}`;
+  if (d_qk === MODEL1_D_QK) return `dense_${form}_${dtype}_d512`;
+  throw new ArgumentError("denseKernelName", "d_qk", `${D_QK} or ${MODEL1_D_QK}`, String(d_qk));
 }
 
 /** A forced form, checked (tests and A/B timing force one; the API never does). */

@@ -49,7 +49,7 @@ export function launchDense(args: FlashMlaWithKvcacheArgs, overrides: DenseOverr
   const ordinal = q.deviceOrdinal;
   const numSmParts = numSmPartsDense(Device.get(ordinal).smCount, call.s_q, call.h_q, call.h_kv);
   const form = forced ?? chooseDenseKernel(rows_per_kv, denseBlocksPerPart(call.b, call.max_blocks_per_seq, numSmParts));
-  const main = loadKernel(ordinal, denseKernelName(form, q.dtype === "fp16" ? "fp16" : "bf16"));
+  const main = loadKernel(ordinal, denseKernelName(form, q.dtype === "fp16" ? "fp16" : "bf16", call.d_qk));
 
   const ws = meta.denseWorkspace(
     FN,
@@ -67,7 +67,7 @@ export function launchDense(args: FlashMlaWithKvcacheArgs, overrides: DenseOverr
   const qMap = encodeDenseQMap(q, call, heads_per_kv);
   const pairsMerged = overrides.mergeSplitPairs !== false;
   const params = DenseParamsStruct.pack({
-    tmap_kv: encodeDenseKvMap(kCache, call.h_kv, call.num_blocks),
+    tmap_kv: encodeDenseKvMap(kCache, call),
     tmap_q: qMap ?? new Uint8Array(128),
     q: q.ptr,
     out: out.ptr,

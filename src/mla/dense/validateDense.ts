@@ -1,4 +1,5 @@
-import { ArgumentError, formatGot } from "../../errors/ArgumentError.js";
+import { ArgumentError, formatGot, formatShape } from "../../errors/ArgumentError.js";
+import { MODEL1_D_QK } from "../../numeric/kvCacheModel1.js";
 import type { Tensor } from "../../runtime/Tensor.js";
 import type { FlashMlaWithKvcacheArgs } from "../args.js";
 import { checkSameDevice, checkScalar, checkStream, checkTensor } from "../checkTensor.js";
@@ -14,6 +15,11 @@ export interface DenseShape {
   s_q: number;
   h_q: number;
   h_kv: number;
+  /**
+   * q's and each cached row's dims: 576 (DeepSeek-V3's head, V the first 512 dims) or 512 (DeepSeek-V4's,
+   * V the whole row).
+   */
+  d_qk: number;
   num_blocks: number;
   max_blocks_per_seq: number;
   softmax_scale: number;
@@ -45,14 +51,21 @@ export function validateDenseArgs(a: FlashMlaWithKvcacheArgs, requireCuda = true
       "the dense path here (isFp8Kvcache, topkLength and attnSink belong to a sparse call, which passes indices)", "a sparse argument");
   }
   const device = requireCuda ? ("cuda" as const) : undefined;
-  const q = checkTensor(fn, "q", a.q, { dtypes: ["bf16", "fp16"], shape: [undefined, undefined, undefined, D_QK], dims: ["b", "s_q", "h_q", "d_qk"], lastDimContiguous: true, alignBytes: 16, device });
-  const [b, s_q, h_q] = q.shape;
-  if (b < 1) throw new ArgumentError(fn, "q", `b >= 1 (shape [b, s_q, h_q, ${D_QK}])`, `b = ${b}`);
+  const q = checkTensor(fn, "q", a.q, { dtypes: ["bf16", "fp16"], shape: [undefined, undefined, undefined, undefined], dims: ["b", "s_q", "h_q", "d_qk"], lastDimContiguous: true, alignBytes: 16, device });
+  const [b, s_q, h_q, d_qk] = q.shape;
+  if (d_qk !== D_QK && d_qk !== MODEL1_D_QK) {
+    throw new ArgumentError(fn, "q", `d_qk = ${D_QK} (DeepSeek-V3's head) or ${MODEL1_D_QK} (DeepSeek-V4's) on the dense path`, `${d_qk} (shape ${formatShape(q.shape)})`);
+  }
+  if (b < 1) throw new ArgumentError(fn, "q", `b >= 1 (shape [b, s_q, h_q, ${d_qk}])`, `b = ${b}`);
   if (s_q < 1) throw new ArgumentError(fn, "q", "s_q >= 1", `s_q = ${s_q}`);
   if (h_q < 1) throw new ArgumentError(fn, "q", "h_q >= 1", `h_q = ${h_q}`);
   // The combine kernel's grid is (rows, h_kv, b).
   if (b > MAX_GRID_YZ) throw new ArgumentError(fn, "q", `b <= ${MAX_GRID_YZ} (a launch grid dimension)`, `b = ${b}`);
-  const kCache = checkTensor(fn, "kCache", a.kCache, { dtypes: [q.dtype], shape: [undefined, undefined, undefined, D_QK], dims: ["num_blocks", "page_block_size", "h_kv", "d_qk"], lastDimContiguous: true, alignBytes: 16, device });
+  const kCache = checkTensor(fn, "kCache", a.kCache, { dtypes: [q.dtype], shape: [undefined, undefined, undefined, undefined], dims: ["num_blocks", "page_block_size", "h_kv", "d_qk"], lastDimContiguous: true, alignBytes: 16, device });
+  // Each cached row holds the head q has: a 576-wide cache under a 512-wide q (or the reverse) is refused.
+  if (kCache.shape[3] !== d_qk) {
+    throw new ArgumentError(fn, "kCache", `d_qk = ${d_qk}, q's (the dense path takes ${D_QK} or ${MODEL1_D_QK}, the same in q and kCache)`, `${kCache.shape[3]} (shape ${formatShape(kCache.shape)})`);
+  }
   if (kCache.shape[1] !== DENSE_PAGE_BLOCK_SIZE) throw new ArgumentError(fn, "kCache", `page_block_size = ${DENSE_PAGE_BLOCK_SIZE} (dense decode pages hold 64 tokens)`, `${kCache.shape[1]}`);
   const h_kv = kCache.shape[2];
   if (h_kv < 1 || h_q % h_kv !== 0) throw new ArgumentError(fn, "kCache", `h_kv >= 1 dividing h_q = ${h_q}`, `h_kv = ${h_kv}`);
@@ -63,7 +76,7 @@ export function validateDenseArgs(a: FlashMlaWithKvcacheArgs, requireCuda = true
   if (a.cacheSeqlens === undefined) throw new ArgumentError(fn, "cacheSeqlens", "an int32 tensor [b] (dense decode)", "undefined");
   const cacheSeqlens = checkTensor(fn, "cacheSeqlens", a.cacheSeqlens, { dtypes: ["i32"], shape: [b], dims: ["b"], contiguous: true, device });
   checkScalar(fn, "headDimV", a.headDimV, (v) => v === D_V, `${D_V}`);
-  const softmax_scale = a.softmaxScale === undefined ? 1 / Math.sqrt(D_QK) : checkScalar(fn, "softmaxScale", a.softmaxScale, (v) => Number.isFinite(v) && v > 0, "a finite number > 0");
+  const softmax_scale = a.softmaxScale === undefined ? 1 / Math.sqrt(d_qk) : checkScalar(fn, "softmaxScale", a.softmaxScale, (v) => Number.isFinite(v) && v > 0, "a finite number > 0");
   if (a.causal !== undefined && typeof a.causal !== "boolean") throw new ArgumentError(fn, "causal", "a boolean", typeof a.causal);
   if (!(a.schedMeta instanceof MlaSchedMeta)) throw new ArgumentError(fn, "schedMeta", "the object getMlaMetadata() returns", formatGot(a.schedMeta));
   // Metadata filled on one GPU holds that GPU's pointers; another GPU's kernels must not read them.
@@ -76,7 +89,7 @@ export function validateDenseArgs(a: FlashMlaWithKvcacheArgs, requireCuda = true
   if (a.lse !== undefined) checkTensor(fn, "lse", a.lse, { dtypes: ["f32"], shape: [b, h_q, s_q], dims: ["b", "h_q", "s_q"], contiguous: true, device });
   checkSameDevice(fn, { q, kCache, blockTable, cacheSeqlens, out: a.out, lse: a.lse });
   return {
-    b, s_q, h_q, h_kv, num_blocks: kCache.shape[0], max_blocks_per_seq: blockTable.shape[1], softmax_scale, causal: s_q > 1 && a.causal === true,
+    b, s_q, h_q, h_kv, d_qk, num_blocks: kCache.shape[0], max_blocks_per_seq: blockTable.shape[1], softmax_scale, causal: s_q > 1 && a.causal === true,
     q, kCache, blockTable, cacheSeqlens,
   };
 }

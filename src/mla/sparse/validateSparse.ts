@@ -61,18 +61,15 @@ export interface SparseCall extends SparseShape {
 export const MAX_TOPK = 1 << 29;
 
 /**
- * DeepSeek-V4's arguments on the dense path, where no kernel reads them yet: the second cache belongs
- * to sparse decode, and the dense kernels take d_qk 576 only. Refused by name, never ignored: a dropped
- * second cache would be a silently wrong softmax.
+ * DeepSeek-V4's sparse-only arguments on the dense path, where no kernel reads them: the second cache
+ * belongs to sparse decode. Refused by name, never ignored: a dropped second cache would be a silently
+ * wrong softmax. (V4's head itself, a 512-wide q, is dense decode's too: validateDenseArgs takes it.)
  */
 export function refuseV4Args(a: FlashMlaWithKvcacheArgs, fn: string): void {
   const why = "the second cache is read by sparse decode (with indices) only";
   for (const name of ["extraKCache", "extraIndices", "extraTopkLength"] as const) {
     const given = (a as unknown as Record<string, unknown>)[name];
     if (given !== undefined) throw new ArgumentError(fn, name, `undefined on the dense path (${why})`, describe(given));
-  }
-  if (a.q instanceof Tensor && a.q.rank === 4 && a.q.shape[3] === MODEL1_D_QK) {
-    throw new ArgumentError(fn, "q", `d_qk = ${D_QK} on the dense path (its kernels read DeepSeek-V3's head; DeepSeek-V4's d_qk ${MODEL1_D_QK} runs sparse, with indices)`, `${MODEL1_D_QK} (shape ${formatShape(a.q.shape)})`);
   }
 }
 

@@ -72,7 +72,7 @@ test("KERNEL_REGISTRY holds what ships, TEST_KERNEL_REGISTRY exactly what kernel
 });
 
 test("every kernel the choosers can pick, forced or not, is a registry row", () => {
-  for (const form of DENSE_FORMS) for (const dtype of ["bf16", "fp16"] as const) assert.ok(denseKernelName(form, dtype) in KERNEL_REGISTRY);
+  for (const form of DENSE_FORMS) for (const dtype of ["bf16", "fp16"] as const) for (const d_qk of [576, 512]) assert.ok(denseKernelName(form, dtype, d_qk) in KERNEL_REGISTRY);
   for (const plan of SPARSE_PLANS) assert.ok(sparseKernelName(plan) in KERNEL_REGISTRY);
   assert.equal(chooseKernel({ kind: "dense", b: 128, s_q: 1, h_q: 128, h_kv: 1 }), "dense_pipe_bf16");
   assert.equal(chooseKernel({ kind: "dense", b: 128, s_q: 1, h_q: 128, h_kv: 1, dtype: "fp16" }, { denseForm: "fast" }), "dense_fast_fp16");

@@ -8,6 +8,7 @@ import { validateDenseArgs } from "../../../../src/mla/dense/validateDense.js";
 import { decodeWithOverrides } from "../../../../src/mla/flashMlaWithKvcache.js";
 import { getMlaMetadata, MlaSchedMeta } from "../../../../src/mla/sched/MlaSchedMeta.js";
 import { Tensor } from "../../../../src/runtime/Tensor.js";
+import { rejectsWithMessage } from "../../../helpers/argumentError.js";
 
 // Host tensors stand in for GPU ones: validateDenseArgs(args, false) checks everything but residency.
 function args(over: Partial<Record<keyof FlashMlaWithKvcacheArgs, unknown>> = {}): FlashMlaWithKvcacheArgs {
@@ -39,7 +40,7 @@ function rejects(over: Partial<Record<keyof FlashMlaWithKvcacheArgs, unknown>>, 
 test("validateDenseArgs() accepts a well-formed dense call and reports its shape", () => {
   const a = args({ causal: true });
   const { q, kCache, blockTable, cacheSeqlens, ...s } = validateDenseArgs(a, false);
-  assert.deepEqual(s, { b: 2, s_q: 2, h_q: 8, h_kv: 2, num_blocks: 4, max_blocks_per_seq: 3, softmax_scale: 1 / 24, causal: true });
+  assert.deepEqual(s, { b: 2, s_q: 2, h_q: 8, h_kv: 2, d_qk: 576, num_blocks: 4, max_blocks_per_seq: 3, softmax_scale: 1 / 24, causal: true });
   assert.deepEqual([q, kCache, blockTable, cacheSeqlens], [a.q, a.kCache, a.blockTable, a.cacheSeqlens], "the checked tensors are the given ones");
   assert.equal(validateDenseArgs(args({ q: Tensor.zerosHost([2, 1, 8, 576], "bf16"), causal: true }), false).causal, false, "s_q = 1 turns causal off");
 });
@@ -47,7 +48,7 @@ test("validateDenseArgs() accepts a well-formed dense call and reports its shape
 test("validateDenseArgs() names q's dtype, rank, head dim, batch and layout errors", () => {
   rejects({ q: Tensor.zerosHost([2, 2, 8, 576], "f32") }, "q", /expected dtype bf16 or fp16, got f32/);
   rejects({ q: Tensor.zerosHost([2, 8, 576], "bf16") }, "q", /expected rank 4 \[b, s_q, h_q, d_qk\], got rank 3 \[2, 8, 576\]/);
-  rejects({ q: Tensor.zerosHost([2, 2, 8, 512], "bf16") }, "q", /d_qk = 576.*got 512/);
+  rejects({ q: Tensor.zerosHost([2, 2, 8, 504], "bf16") }, "q", /d_qk = 576 \(DeepSeek-V3's head\) or 512 \(DeepSeek-V4's\) on the dense path, got 504/);
   rejects({ q: Tensor.zerosHost([0, 2, 8, 576], "bf16"), blockTable: Tensor.zerosHost([0, 3], "i32"), cacheSeqlens: Tensor.zerosHost([0], "i32") }, "q", /b >= 1/);
   rejects({ q: Tensor.zerosHost([2, 0, 8, 576], "bf16") }, "q", /s_q >= 1/);
   rejects({ q: Tensor.zerosHost([2, 2, 0, 576], "bf16") }, "q", /h_q >= 1/);
@@ -62,7 +63,7 @@ test("validateDenseArgs() names kCache's dtype, page size, head count and shape 
   rejects({ kCache: Tensor.zerosHost([4, 64, 2, 576], "fp16") }, "kCache", /expected dtype bf16, got fp16/);
   rejects({ kCache: Tensor.zerosHost([4, 32, 2, 576], "bf16") }, "kCache", /page_block_size = 64.*got 32/);
   rejects({ kCache: Tensor.zerosHost([4, 64, 3, 576], "bf16") }, "kCache", /h_kv >= 1 dividing h_q = 8, got h_kv = 3/);
-  rejects({ kCache: Tensor.zerosHost([4, 64, 2, 512], "bf16") }, "kCache", /d_qk = 576/);
+  rejects({ kCache: Tensor.zerosHost([4, 64, 2, 512], "bf16") }, "kCache", /d_qk = 576, q's/);
   rejects({ kCache: Tensor.zerosHost([0, 64, 2, 576], "bf16") }, "kCache", /num_blocks >= 1/);
 });
 
@@ -88,17 +89,48 @@ test("validateDenseArgs() refuses sparse arguments, saying they belong to a call
   rejects({ attnSink: Tensor.zerosHost([8], "f32") }, "attnSink", /dense path/);
 });
 
-test("validateDenseArgs() refuses DeepSeek-V4's arguments by name on the dense path, where no kernel reads them", () => {
+test("validateDenseArgs() refuses DeepSeek-V4's second cache by name on the dense path, where no kernel reads it", () => {
   // A dropped second cache would be a silently wrong softmax, so each is named rather than ignored.
   const why = /expected undefined on the dense path \(the second cache is read by sparse decode \(with indices\) only\), got Tensor$/;
   rejects({ extraKCache: Tensor.zerosHost([1, 64, 1, 584], "u8") }, "extraKCache", why);
   rejects({ extraIndices: Tensor.zerosHost([2, 2, 8], "i32") }, "extraIndices", why);
   rejects({ extraTopkLength: Tensor.zerosHost([2], "i32") }, "extraTopkLength", why);
-  rejects({ q: Tensor.zerosHost([2, 2, 8, 512], "bf16") }, "q", /expected d_qk = 576 on the dense path \(its kernels read DeepSeek-V3's head; DeepSeek-V4's d_qk 512 runs sparse, with indices\), got 512 \(shape \[2, 2, 8, 512\]\)$/);
+  // With DeepSeek-V4's 512-wide q and cache as well: the head is dense decode's, the second cache is not.
+  const v4 = { q: Tensor.zerosHost([2, 2, 8, 512], "bf16"), kCache: Tensor.zerosHost([4, 64, 2, 512], "bf16") };
+  rejects({ ...v4, extraKCache: Tensor.zerosHost([1, 64, 1, 584], "u8") }, "extraKCache", why);
+  rejects({ ...v4, extraIndices: Tensor.zerosHost([2, 2, 8], "i32"), extraTopkLength: Tensor.zerosHost([2], "i32") }, "extraIndices", why);
   // Before the tensors' own checks, and on the GPU path too.
   rejects({ extraKCache: "not a tensor" }, "extraKCache", /on the dense path.*got string not a tensor$/);
   rejects({ extraKCache: Tensor.zerosHost([1, 64, 1, 584], "u8") }, "extraKCache", /on the dense path/, true);
   assert.throws(() => decodeWithOverrides(args({ extraKCache: Tensor.zerosHost([1, 64, 1, 584], "u8") }), {}), /argument 'extraKCache': expected undefined on the dense path/);
+});
+
+test("validateDenseArgs() takes DeepSeek-V4's d_qk 512 (q and kCache 512 wide), bf16 or fp16, with the scale 512^-0.5 by default", () => {
+  for (const dtype of ["bf16", "fp16"] as const) {
+    const a = args({ q: Tensor.zerosHost([2, 2, 8, 512], dtype), kCache: Tensor.zerosHost([4, 64, 2, 512], dtype), causal: true });
+    const { q, kCache, blockTable, cacheSeqlens, ...s } = validateDenseArgs(a, false);
+    assert.deepEqual(s, { b: 2, s_q: 2, h_q: 8, h_kv: 2, d_qk: 512, num_blocks: 4, max_blocks_per_seq: 3, softmax_scale: 512 ** -0.5, causal: true }, dtype);
+    assert.deepEqual([q, kCache, blockTable, cacheSeqlens], [a.q, a.kCache, a.blockTable, a.cacheSeqlens]);
+  }
+  // A given scale is kept; a 512-wide view of 576-wide rows is a 512-wide q.
+  const q = Tensor.zerosHost([2, 2, 8, 576], "bf16").view([2, 2, 8, 512], [2 * 8 * 576, 8 * 576, 576, 1]);
+  assert.equal(validateDenseArgs(args({ q, kCache: Tensor.zerosHost([4, 64, 2, 512], "bf16"), softmaxScale: 0.1 }), false).softmax_scale, 0.1);
+});
+
+test("validateDenseArgs() requires kCache's last dim to be q's d_qk, naming both widths", () => {
+  const D = "flashMlaWithKvcache(): argument";
+  const both = "the dense path takes 576 or 512, the same in q and kCache";
+  rejectsWithMessage("a 576-wide cache under a 512-wide q", () => validateDenseArgs(args({ q: Tensor.zerosHost([2, 2, 8, 512], "bf16") }), false),
+    `${D} 'kCache': expected d_qk = 512, q's (${both}), got 576 (shape [4, 64, 2, 576])`);
+  rejectsWithMessage("a 512-wide cache under a 576-wide q", () => validateDenseArgs(args({ kCache: Tensor.zerosHost([4, 64, 2, 512], "bf16") }), false),
+    `${D} 'kCache': expected d_qk = 576, q's (${both}), got 512 (shape [4, 64, 2, 512])`);
+  rejectsWithMessage("a 513-wide cache under a 512-wide q", () => validateDenseArgs(args({ q: Tensor.zerosHost([2, 2, 8, 512], "fp16"), kCache: Tensor.zerosHost([4, 64, 2, 520], "fp16") }), false),
+    `${D} 'kCache': expected d_qk = 512, q's (${both}), got 520 (shape [4, 64, 2, 520])`);
+  rejectsWithMessage("a q neither 576 nor 512 wide", () => validateDenseArgs(args({ q: Tensor.zerosHost([2, 2, 8, 640], "bf16") }), false),
+    `${D} 'q': expected d_qk = 576 (DeepSeek-V3's head) or 512 (DeepSeek-V4's) on the dense path, got 640 (shape [2, 2, 8, 640])`);
+  // The fp32 GPU reference shares the checks under its own name.
+  rejectsWithMessage("the GPU reference's checks", () => validateDenseArgs(args({ q: Tensor.zerosHost([2, 2, 8, 512], "bf16") }), false, "mlaDecodeReferenceGpu"),
+    `mlaDecodeReferenceGpu(): argument 'kCache': expected d_qk = 512, q's (${both}), got 576 (shape [4, 64, 2, 576])`);
 });
 
 test("validateDenseArgs() requires CUDA tensors on the GPU path", () => {
@@ -128,8 +160,22 @@ test("chooseDenseKernel() picks pipe for compute-bound calls (≥ 128 rows per K
   assert.equal(chooseDenseKernel(64, 1000), "fast");
   assert.equal(denseBlocksPerPart(1, 512, 66), 512 / 66);
   for (const f of [chooseDenseKernel(128, 100), chooseDenseKernel(1, 1)]) assert.ok(DENSE_FORMS.includes(f), `${f} is a dense form`);
-  assert.equal(denseKernelName("pipe", "fp16"), "dense_pipe_fp16");
-  assert.equal(denseKernelName("fast", "bf16"), "dense_fast_bf16");
+  assert.equal(denseKernelName("pipe", "fp16", 576), "dense_pipe_fp16");
+  assert.equal(denseKernelName("fast", "bf16", 576), "dense_fast_bf16");
+});
+
+test("denseKernelName() names the _d512 rows for a 512-wide head, and refuses other widths", () => {
+  assert.equal(denseKernelName("fast", "bf16", 512), "dense_fast_bf16_d512");
+  assert.equal(denseKernelName("pipe", "bf16", 512), "dense_pipe_bf16_d512");
+  assert.equal(denseKernelName("fast", "fp16", 512), "dense_fast_fp16_d512");
+  assert.equal(denseKernelName("pipe", "fp16", 512), "dense_pipe_fp16_d512");
+  rejectsWithMessage("d_qk 500", () => denseKernelName("fast", "bf16", 500), "denseKernelName(): argument 'd_qk': expected 576 or 512, got 500");
+  // The form rule does not look at the head: the same choice at either width.
+  const b1 = { kind: "dense", b: 1, s_q: 1, h_q: 128 } as const;
+  assert.equal(chooseKernel({ ...b1, d_qk: 512, maxLen: 32768 }), "dense_fast_bf16_d512");
+  assert.equal(chooseKernel({ ...b1, d_qk: 512, maxLen: 131072 }), "dense_pipe_bf16_d512");
+  assert.equal(chooseKernel({ kind: "dense", b: 128, s_q: 1, h_q: 128, d_qk: 512, dtype: "fp16" }, { denseForm: "fast" }), "dense_fast_fp16_d512");
+  assert.equal(chooseKernel({ kind: "dense", b: 128, s_q: 1, h_q: 128, d_qk: 576 }), "dense_pipe_bf16");
 });
 
 test("chooseKernel() names the dense form from the longest request: one 32K request fast, one 128K request pipe", () => {
