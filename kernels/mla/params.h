@@ -214,10 +214,11 @@ struct Model1KvWriteParams {
   int pad0;
 };
 
-// Simple fp32 GPU reference (one CTA per output row), used by the tests to check large shapes fully.
+// Simple fp32 GPU reference of dense decode (one CTA per output row), used by the tests to check large
+// shapes fully, at either head: d_qk 576 (V the first 512 dims) or 512 (V the whole row).
 struct RefParams {
-  const void* q;               // [b, s_q, h_q, 576] contiguous
-  const void* kv;              // [num_blocks, 64, h_kv, 576] contiguous
+  const void* q;               // [b, s_q, h_q, d_qk] contiguous
+  const void* kv;              // [num_blocks, 64, h_kv, d_qk] contiguous
   const int* block_table;      // [b, max_blocks_per_seq]
   const int* cache_seqlens;    // [b]
   float* out;                  // [b, s_q, h_q, 512] fp32
@@ -226,10 +227,12 @@ struct RefParams {
   int s_q;
   int h_q;
   int h_kv;
+  int d_qk;                    // 576 or 512: q's and each cached row's dims; V is dims 0..511 either way
   int max_blocks_per_seq;
   int causal;
   int is_fp16;
   float softmax_scale;
+  int pad0;
 };
 
 // Simple fp32 GPU reference of sparse FP8 decode (one CTA per output row), for checking large shapes:
@@ -297,8 +300,8 @@ struct SparseRefParams {
 #define MLA_OFFSETS_MODEL1W(T, M)                                                                         \
   M(T, kv) M(T, slot_mapping) M(T, cache) M(T, kv_stride) M(T, cache_block_stride) M(T, num_tokens) M(T, page_block_size) M(T, num_slots)
 #define MLA_OFFSETS_REF(T, M)                                                                             \
-  M(T, q) M(T, kv) M(T, block_table) M(T, cache_seqlens) M(T, out) M(T, lse) M(T, b) M(T, s_q) M(T, h_q) M(T, h_kv) M(T, max_blocks_per_seq) \
-  M(T, causal) M(T, is_fp16) M(T, softmax_scale)
+  M(T, q) M(T, kv) M(T, block_table) M(T, cache_seqlens) M(T, out) M(T, lse) M(T, b) M(T, s_q) M(T, h_q) M(T, h_kv) M(T, d_qk)         \
+  M(T, max_blocks_per_seq) M(T, causal) M(T, is_fp16) M(T, softmax_scale)
 
 // Exports `name` = {sizeof(T), offsetof(T, field)...} for the host's layout check.
 #define MLA_LAYOUT_OFFSET(T, f) static_cast<int>(offsetof(T, f)),

@@ -29,7 +29,8 @@ __device__ __forceinline__ float load_elem(const void* base, long long i, bool i
 }
 }  // namespace
 
-// Grid (h_q, s_q, b), 256 threads.
+// Grid (h_q, s_q, b), 256 threads. Either head: d_qk 576 (V the first 512 dims of a row) or 512 (V the
+// whole row); the score runs over d_qk dims, the output over dims 0..511 of the same row.
 extern "C" __global__ void __launch_bounds__(THREADS) mla_dense_reference_fp32(const __grid_constant__ mla::RefParams p) {
   __shared__ float q[mla::D_QK];
   __shared__ float score[THREADS];
@@ -37,15 +38,16 @@ extern "C" __global__ void __launch_bounds__(THREADS) mla_dense_reference_fp32(c
   const int head = blockIdx.x, s = blockIdx.y, req = blockIdx.z, tid = threadIdx.x;
   const int hk = head / (p.h_q / p.h_kv);
   const bool f16 = p.is_fp16 != 0;
-  for (int d = tid; d < mla::D_QK; d += THREADS)
-    q[d] = load_elem(p.q, ((static_cast<long long>(req) * p.s_q + s) * p.h_q + head) * mla::D_QK + d, f16);
+  const int d_qk = p.d_qk;  // <= D_QK (q's shared row) and >= D_V (the output dims); the host checks 576 or 512
+  for (int d = tid; d < d_qk; d += THREADS)
+    q[d] = load_elem(p.q, ((static_cast<long long>(req) * p.s_q + s) * p.h_q + head) * d_qk + d, f16);
   const int seqlen = p.cache_seqlens[req];
   const int limit = p.causal ? seqlen - (p.s_q - 1 - s) : seqlen;
   float m = -INFINITY, l = 0.0f, acc0 = 0.0f, acc1 = 0.0f;
   __syncthreads();
   auto token_base = [&](int t) {
     const long long blk = p.block_table[static_cast<long long>(req) * p.max_blocks_per_seq + t / mla::PAGE_BLOCK_SIZE];
-    return ((blk * mla::PAGE_BLOCK_SIZE + t % mla::PAGE_BLOCK_SIZE) * p.h_kv + hk) * mla::D_QK;
+    return ((blk * mla::PAGE_BLOCK_SIZE + t % mla::PAGE_BLOCK_SIZE) * p.h_kv + hk) * d_qk;
   };
   for (int t0 = 0; t0 < limit; t0 += THREADS) {
     const int t = t0 + tid;
@@ -53,7 +55,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) mla_dense_reference_fp32(c
     if (t < limit) {
       const long long base = token_base(t);
       float dot = 0.0f;
-      for (int d = 0; d < mla::D_QK; ++d) dot += q[d] * load_elem(p.kv, base + d, f16);
+      for (int d = 0; d < d_qk; ++d) dot += q[d] * load_elem(p.kv, base + d, f16);
       sc = dot * p.softmax_scale;
     }
     score[tid] = sc;

@@ -168,10 +168,12 @@ export const RefParamsStruct = new CStruct("RefParams", [
   ["s_q", "i32"],
   ["h_q", "i32"],
   ["h_kv", "i32"],
+  ["d_qk", "i32"],
   ["max_blocks_per_seq", "i32"],
   ["causal", "i32"],
   ["is_fp16", "i32"],
   ["softmax_scale", "f32"],
+  ["pad0", "i32"],
 ] as const);
 
 export const SparseRefParamsStruct = new CStruct("SparseRefParams", [

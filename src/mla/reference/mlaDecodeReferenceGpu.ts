@@ -38,7 +38,8 @@ export function validateReferenceGpuArgs(args: MlaDecodeReferenceGpuArgs, requir
 /**
  * A deliberately simple fp32 GPU reference of dense decode (one CTA per output row, plain loops): for
  * checking every element of shapes too large for the float64 CPU reference. Takes the same arguments
- * as flashMlaWithKvcache (schedMeta is not used); q, kCache and blockTable must be contiguous.
+ * as flashMlaWithKvcache (schedMeta is not used), at either head (q's d_qk 576, or DeepSeek-V4's 512
+ * with V the whole row); q, kCache and blockTable must be contiguous.
  * Returns out [b, s_q, h_q, 512] and lse [b, h_q, s_q], both f32 on the GPU.
  *
  * A test oracle: unlike flashMlaWithKvcache it trusts its data, so every used block id must be in
@@ -60,10 +61,12 @@ export function mlaDecodeReferenceGpu(args: MlaDecodeReferenceGpuArgs): { out: T
     s_q: call.s_q,
     h_q: call.h_q,
     h_kv: call.h_kv,
+    d_qk: call.d_qk,
     max_blocks_per_seq: call.max_blocks_per_seq,
     causal: call.causal ? 1 : 0,
     is_fp16: call.q.dtype === "fp16" ? 1 : 0,
     softmax_scale: call.softmax_scale,
+    pad0: 0,
   });
   launchKernel(kernel, [call.h_q, call.s_q, call.b], params, { stream: args.stream });
   return { out, lse };
