@@ -35,14 +35,15 @@ extern "C" __global__ void fill_normal_half(uint16_t* dst, long long n, unsigned
   }
 }
 
-// Fills the cache slots the requests use (token t < seqlen of request r, all h_kv heads, 576 dims) with
-// normal draws indexed by the slot; the caller first fills the whole cache with NaN, so every slot no
-// request owns stays poisoned. Grid (ceil(max_seqlen / 4), b), 256 threads: 4 tokens per CTA... per pass.
+// Fills the cache slots the requests use (token t < seqlen of request r, all h_kv heads, d_qk dims: 576,
+// or DeepSeek-V4's 512) of a contiguous [num_blocks, 64, h_kv, d_qk] cache with normal draws indexed by
+// the slot; the caller first fills the whole cache with NaN, so every slot no request owns stays
+// poisoned. Grid (min(max_seqlen, 4096), b), 256 threads: one token row per CTA per pass.
 extern "C" __global__ void fill_kv_used_slots(uint16_t* kv, const int* block_table, const int* seqlens, int max_blocks_per_seq, int h_kv,
-                                              unsigned long long seed, float scale, float clamp, int is_fp16) {
+                                              int d_qk, unsigned long long seed, float scale, float clamp, int is_fp16) {
   const int req = blockIdx.y;
   const int len = seqlens[req];
-  const int row_elems = h_kv * 576;
+  const int row_elems = h_kv * d_qk;
   for (int t = blockIdx.x; t < len; t += gridDim.x) {
     const long long blk = block_table[static_cast<long long>(req) * max_blocks_per_seq + t / 64];
     const long long base = (blk * 64 + t % 64) * row_elems;

@@ -1,4 +1,4 @@
-import { DENSE_PAGE_BLOCK_SIZE as PAGE, D_QK, D_V } from "../mla/contract/shape.js";
+import { DENSE_PAGE_BLOCK_SIZE as PAGE, D_V } from "../mla/contract/shape.js";
 import { mlaDecodeReference, type ReferenceRow } from "../mla/reference/mlaDecodeReference.js";
 import { mlaDecodeReferenceGpu } from "../mla/reference/mlaDecodeReferenceGpu.js";
 import { bf16ArrayToF32 } from "../numeric/bf16.js";
@@ -138,16 +138,16 @@ function countBadElements(gc: GpuDenseCase, out: Float32Array, lse: Float32Array
 
 /** The chosen requests of `gc` as host tensors, their blocks renumbered 0.. in request order. */
 function compactHostCase(gc: GpuDenseCase, requests: readonly number[]) {
-  const { s_q, h_q, h_kv, dtype } = gc;
+  const { s_q, h_q, h_kv, dtype, d_qk } = gc;
   const es = 2;
-  const qRowElems = s_q * h_q * D_QK;
+  const qRowElems = s_q * h_q * d_qk;
   const q = new Uint16Array(requests.length * qRowElems);
   requests.forEach((i, r) => gc.q.buffer!.copyToHost(q.subarray(r * qRowElems, (r + 1) * qRowElems), i * qRowElems * es));
 
   const blocksOf = requests.map((i) => Math.ceil(gc.seqlens[i] / PAGE));
   const maxBlocks = Math.max(1, ...blocksOf);
   const numBlocks = Math.max(1, blocksOf.reduce((a, n) => a + n, 0));
-  const blockElems = PAGE * h_kv * D_QK;
+  const blockElems = PAGE * h_kv * d_qk;
   const kv = new Uint16Array(numBlocks * blockElems).fill(0x7fc0);
   const blockTable = new Int32Array(requests.length * maxBlocks).fill(UNUSED_BLOCK_ID);
   let next = 0;
@@ -159,8 +159,8 @@ function compactHostCase(gc: GpuDenseCase, requests: readonly number[]) {
     }
   });
   return {
-    q: Tensor.fromHost(q, [requests.length, s_q, h_q, D_QK], dtype),
-    kCache: Tensor.fromHost(kv, [numBlocks, PAGE, h_kv, D_QK], dtype),
+    q: Tensor.fromHost(q, [requests.length, s_q, h_q, d_qk], dtype),
+    kCache: Tensor.fromHost(kv, [numBlocks, PAGE, h_kv, d_qk], dtype),
     blockTable: Tensor.fromHost(blockTable, [requests.length, maxBlocks], "i32"),
     cacheSeqlens: Tensor.fromHost(Int32Array.from(requests.map((i) => gc.seqlens[i])), [requests.length], "i32"),
   };

@@ -1,5 +1,6 @@
 import { ArgumentError } from "../errors/ArgumentError.js";
 import { DENSE_PAGE_BLOCK_SIZE as PAGE, D_QK, D_V } from "../mla/contract/shape.js";
+import { MODEL1_D_QK } from "../numeric/kvCacheModel1.js";
 import { Rng, randomBf16, randomFp16 } from "../numeric/random.js";
 import { Tensor } from "../runtime/Tensor.js";
 
@@ -25,20 +26,22 @@ export interface DenseCaseOptions {
   dtype: "bf16" | "fp16";
   /** Physical blocks no request uses (filled with NaN). @default 0 */
   extraBlocks?: number;
+  /** Dims of q and of each cached row: 576 (DeepSeek-V3's head) or 512 (DeepSeek-V4's, V the whole row). @default 576 */
+  d_qk?: number;
 }
 
 /** A dense decode case: the arguments of mlaDecodeReference / flashMlaWithKvcache, on the host. */
 export interface DenseCase {
-  /** [b, s_q, h_q, 576] */
+  /** [b, s_q, h_q, d_qk] */
   q: Tensor;
-  /** [num_blocks, 64, h_kv, 576]; every slot past a request's length, and every unused block, is NaN. */
+  /** [num_blocks, 64, h_kv, d_qk]; every slot past a request's length, and every unused block, is NaN. */
   kCache: Tensor;
   /** [b, max_blocks] i32; a random permutation of the physical blocks, unused entries 2147480000. */
   blockTable: Tensor;
   /** [b] i32 */
   cacheSeqlens: Tensor;
   causal: boolean;
-  /** 1/sqrt(576) */
+  /** 1/sqrt(d_qk) */
   softmaxScale: number;
   headDimV: typeof D_V;
   /** The lengths also held by cacheSeqlens. */
@@ -48,19 +51,20 @@ export interface DenseCase {
 /**
  * A seeded dense decode case following FlashMLA's test data (FLASHMLA.md §4): q and k drawn from
  * N(0,1)/10 clamped to [-1,1], varlen lengths max(N(s_k, s_k/2), s_q), optional zero lengths, a
- * randomly permuted block table, and NaN in every cache slot no kernel may read. Equal options give
- * equal cases. Drawn in JavaScript: for shapes of up to millions of values (makeDenseCaseGpu draws
- * larger ones on the GPU).
+ * randomly permuted block table, and NaN in every cache slot no kernel may read; d_qk 576, or 512
+ * (DeepSeek-V4's head) with `d_qk`. Equal options give equal cases. Drawn in JavaScript: for shapes of
+ * up to millions of values (makeDenseCaseGpu draws larger ones on the GPU).
  */
 export function makeDenseCase(opts: DenseCaseOptions): DenseCase {
   const { seed, b, s_q, h_q, h_kv, causal, dtype } = opts;
+  const d_qk = denseCaseDqk("makeDenseCase", opts.d_qk);
   const rng = new Rng(seed);
   const { seqlens, block_table, max_blocks, num_blocks } = drawDenseLayout(rng, opts);
 
   const draw = dtype === "bf16" ? randomBf16 : randomFp16;
-  const q = draw(rng, b * s_q * h_q * D_QK, { std: 0.1, clamp: 1 }); // [b, s_q, h_q, 576]
-  const rowElems = h_kv * D_QK; // one token row holds all kv heads
-  const k_cache = new Uint16Array(num_blocks * PAGE * rowElems).fill(NAN_HALF_BITS); // [num_blocks, 64, h_kv, 576]
+  const q = draw(rng, b * s_q * h_q * d_qk, { std: 0.1, clamp: 1 }); // [b, s_q, h_q, d_qk]
+  const rowElems = h_kv * d_qk; // one token row holds all kv heads
+  const k_cache = new Uint16Array(num_blocks * PAGE * rowElems).fill(NAN_HALF_BITS); // [num_blocks, 64, h_kv, d_qk]
   for (let i = 0; i < b; i++) {
     for (let t = 0; t < seqlens[i]; t++) {
       const block = block_table[i * max_blocks + Math.floor(t / PAGE)];
@@ -69,15 +73,22 @@ export function makeDenseCase(opts: DenseCaseOptions): DenseCase {
   }
 
   return {
-    q: Tensor.fromHost(q, [b, s_q, h_q, D_QK], dtype),
-    kCache: Tensor.fromHost(k_cache, [num_blocks, PAGE, h_kv, D_QK], dtype),
+    q: Tensor.fromHost(q, [b, s_q, h_q, d_qk], dtype),
+    kCache: Tensor.fromHost(k_cache, [num_blocks, PAGE, h_kv, d_qk], dtype),
     blockTable: Tensor.fromHost(block_table, [b, max_blocks], "i32"),
     cacheSeqlens: Tensor.fromHost(Int32Array.from(seqlens), [b], "i32"),
     causal,
-    softmaxScale: 1 / Math.sqrt(D_QK),
+    softmaxScale: 1 / Math.sqrt(d_qk),
     headDimV: D_V,
     seqlens,
   };
+}
+
+/** A case builder's `d_qk` option, checked: 576 by default, or DeepSeek-V4's 512. */
+export function denseCaseDqk(fn: string, d_qk: number | undefined): number {
+  if (d_qk === undefined) return D_QK;
+  if (d_qk !== D_QK && d_qk !== MODEL1_D_QK) throw new ArgumentError(fn, "opts.d_qk", `${D_QK} or ${MODEL1_D_QK}`, String(d_qk));
+  return d_qk;
 }
 
 /** The paging layout of a dense case: lengths and a permuted block table (unused entries 2147480000). */

@@ -1,12 +1,12 @@
 import { ArgumentError } from "../errors/ArgumentError.js";
-import { DENSE_PAGE_BLOCK_SIZE as PAGE, D_QK, D_V } from "../mla/contract/shape.js";
+import { DENSE_PAGE_BLOCK_SIZE as PAGE, D_V } from "../mla/contract/shape.js";
 import { decodeWithOverrides, type DecodeOverrides } from "../mla/flashMlaWithKvcache.js";
 import { getMlaMetadata, type MlaSchedMeta } from "../mla/sched/MlaSchedMeta.js";
 import { Rng } from "../numeric/random.js";
 import type { DeviceBuffer } from "../runtime/DeviceBuffer.js";
 import { Stream } from "../runtime/Stream.js";
 import { Tensor } from "../runtime/Tensor.js";
-import { drawDenseLayout, UNUSED_BLOCK_ID, type DenseCase, type DenseCaseOptions } from "./denseCase.js";
+import { denseCaseDqk, drawDenseLayout, UNUSED_BLOCK_ID, type DenseCase, type DenseCaseOptions } from "./denseCase.js";
 import { testFillKernels } from "./testFillKernels.js";
 
 /** Two quiet NaNs (0x7fc0 is NaN in both bf16 and fp16): poison for every slot no request owns. */
@@ -22,6 +22,8 @@ export interface DenseCaseSpec {
   seqlens: readonly number[];
   causal: boolean;
   dtype: "bf16" | "fp16";
+  /** Dims of q and of each cached row: 576, or DeepSeek-V4's 512 (V the whole row). @default 576 */
+  d_qk?: number;
 }
 
 /** A dense case whose tensors live on the GPU: spread it into flashMlaWithKvcache's arguments. */
@@ -33,9 +35,11 @@ export interface GpuDenseCase {
   seqlens: number[];
   causal: boolean;
   dtype: "bf16" | "fp16";
-  /** [b, s_q, h_q, 576] */
+  /** q's and each cached row's dims: 576 or 512. */
+  d_qk: number;
+  /** [b, s_q, h_q, d_qk] */
   q: Tensor;
-  /** [num_blocks, 64, h_kv, 576]: values in every owned slot, NaN elsewhere. */
+  /** [num_blocks, 64, h_kv, d_qk]: values in every owned slot, NaN elsewhere. */
   kCache: Tensor;
   /** [b, max_blocks] i32: a random permutation of the blocks; unused entries 2147480000. */
   blockTable: Tensor;
@@ -59,7 +63,7 @@ export interface GpuDenseCase {
  * Builds a dense decode case on the GPU with FlashMLA's test data (FLASHMLA.md §4) but drawn there,
  * so cases of gigabytes cost milliseconds: q and the owned cache slots ~ N(0,1)/10 clamped to
  * [-1, 1] (bench_fill.cu, a counter-based hash of seed and element index), every other slot NaN, and
- * a seeded random permutation of the physical blocks. Work is queued on `stream`; the case is ready
+ * a seeded random permutation of the physical blocks; rows of 576 dims, or DeepSeek-V4's 512. Work is queued on `stream`; the case is ready
  * when the stream is.
  */
 export function makeGpuDenseCase(spec: DenseCaseSpec, opts: { seed: number; stream: Stream }): GpuDenseCase {
@@ -73,6 +77,7 @@ export function makeGpuDenseCase(spec: DenseCaseSpec, opts: { seed: number; stre
     throw new ArgumentError(fn, "spec.seqlens", `${b} integers >= 0`, JSON.stringify(spec.seqlens));
   }
   if (dtype !== "bf16" && dtype !== "fp16") throw new ArgumentError(fn, "spec.dtype", '"bf16" or "fp16"', String(dtype));
+  const d_qk = denseCaseDqk(fn, spec.d_qk);
   const { seed, stream } = opts;
   const ordinal = stream.deviceOrdinal;
   const k = testFillKernels(ordinal);
@@ -93,8 +98,8 @@ export function makeGpuDenseCase(spec: DenseCaseSpec, opts: { seed: number; stre
   const owned: Tensor[] = [];
   const keep = (t: Tensor) => (owned.push(t), t);
   try {
-    const q = keep(Tensor.emptyDevice([b, s_q, h_q, D_QK], dtype, ordinal));
-    const kCache = keep(Tensor.emptyDevice([numBlocks, PAGE, h_kv, D_QK], dtype, ordinal));
+    const q = keep(Tensor.emptyDevice([b, s_q, h_q, d_qk], dtype, ordinal));
+    const kCache = keep(Tensor.emptyDevice([numBlocks, PAGE, h_kv, d_qk], dtype, ordinal));
     const blockTable = keep(Tensor.emptyDevice([b, maxBlocks], "i32", ordinal));
     const cacheSeqlens = keep(Tensor.emptyDevice([b], "i32", ordinal));
     bufferOf(blockTable).copyFromHost(blockTableHost, 0, stream);
@@ -122,6 +127,7 @@ export function makeGpuDenseCase(spec: DenseCaseSpec, opts: { seed: number; stre
         { kind: "ptr", value: cacheSeqlens.ptr },
         { kind: "i32", value: maxBlocks },
         { kind: "i32", value: h_kv },
+        { kind: "i32", value: d_qk },
         { kind: "u64", value: kSeed },
         { kind: "f32", value: 0.1 },
         { kind: "f32", value: 1 },
@@ -131,10 +137,10 @@ export function makeGpuDenseCase(spec: DenseCaseSpec, opts: { seed: number; stre
     // The host arrays above must outlive the async copies.
     stream.synchronize();
     return {
-      b, s_q, h_q, h_kv, causal, dtype,
+      b, s_q, h_q, h_kv, causal, dtype, d_qk,
       seqlens: [...spec.seqlens],
       q, kCache, blockTable, cacheSeqlens, blockTableHost, maxBlocks, numBlocks,
-      softmaxScale: 1 / Math.sqrt(D_QK),
+      softmaxScale: 1 / Math.sqrt(d_qk),
       headDimV: D_V,
       inputBytes: (q.numel + kCache.numel) * q.elementSize,
       dispose: disposeOnce(owned),
@@ -156,7 +162,7 @@ let defaultStream: Stream | undefined;
 export function makeDenseCaseGpu(opts: DenseCaseOptions): GpuDenseCase {
   const { seqlens } = drawDenseLayout(new Rng(opts.seed), opts);
   defaultStream ??= Stream.create();
-  return makeGpuDenseCase({ b: opts.b, s_q: opts.s_q, h_q: opts.h_q, h_kv: opts.h_kv, seqlens, causal: opts.causal, dtype: opts.dtype }, { seed: opts.seed, stream: defaultStream });
+  return makeGpuDenseCase({ b: opts.b, s_q: opts.s_q, h_q: opts.h_q, h_kv: opts.h_kv, seqlens, causal: opts.causal, dtype: opts.dtype, d_qk: opts.d_qk }, { seed: opts.seed, stream: defaultStream });
 }
 
 /** A host case's tensors copied to the GPU (device 0), with the host case kept for the reference. */
@@ -168,11 +174,11 @@ export function uploadDenseCase(c: DenseCase): GpuDenseCase {
     return d;
   };
   try {
-    const [b, s_q, h_q] = c.q.shape;
+    const [b, s_q, h_q, d_qk] = c.q.shape;
     const [numBlocks, , h_kv] = c.kCache.shape;
     const q = up(c.q), kCache = up(c.kCache), blockTable = up(c.blockTable), cacheSeqlens = up(c.cacheSeqlens);
     return {
-      b, s_q, h_q, h_kv, causal: c.causal, dtype: c.q.dtype === "fp16" ? "fp16" : "bf16",
+      b, s_q, h_q, h_kv, causal: c.causal, dtype: c.q.dtype === "fp16" ? "fp16" : "bf16", d_qk,
       seqlens: c.seqlens,
       q, kCache, blockTable, cacheSeqlens,
       blockTableHost: c.blockTable.host as Int32Array,

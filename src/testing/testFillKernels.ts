@@ -7,7 +7,7 @@ import { Module, type Kernel } from "../runtime/Module.js";
 export interface TestFillKernels {
   /** `fill_normal_half(dst, n, seed, scale, clamp, is_fp16)`: N(0,1)·scale clamped to ±clamp, a hash of seed and index. */
   fillNormalHalf: Kernel;
-  /** `fill_kv_used_slots(kv, block_table, seqlens, max_blocks_per_seq, h_kv, seed, scale, clamp, is_fp16)`: the same, in owned slots only. */
+  /** `fill_kv_used_slots(kv, block_table, seqlens, max_blocks_per_seq, h_kv, d_qk, seed, scale, clamp, is_fp16)`: the same, in owned slots only. */
   fillKvUsedSlots: Kernel;
 }
 
