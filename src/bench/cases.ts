@@ -70,6 +70,8 @@ export interface BenchCase {
   s_q: number;
   seqlens: SeqlensSpec;
   causal: boolean;
+  /** Dense only: q's and each cached row's dims, 576 or DeepSeek-V4's 512 (V the whole row). @default 576 */
+  d_qk?: number;
   /** Sparse only: indices per query token (into the main cache). */
   topk?: number;
   /** Sparse only: a DeepSeek-V4 case over the MODEL1 cache (else V3.2's 656-byte cache). */
@@ -262,6 +264,20 @@ export const BENCH_CASES: readonly BenchCase[] = [
     firstBar: MTP_FIRST_BAR,
     goal: MTP_GOAL,
   },
+  {
+    // No FlashMLA time under this harness yet, so no bar: the case is there to time the _d512 kernels
+    // on the shape whose 576 twin has one.
+    name: "dense-compute-d512",
+    kind: "dense",
+    b: 128,
+    h_q: 128,
+    h_kv: 1,
+    s_q: 1,
+    seqlens: { kind: "fixed", s_k: 8192 },
+    causal: false,
+    d_qk: 512,
+    note: "DeepSeek-V4's head on dense-compute's shape: Q·Kᵀ over 8 tiles instead of 9, V the whole row; 6 % fewer FLOPs, 11 % fewer cache bytes",
+  },
   ...DENSE_GRID,
   {
     name: "dense-mem-h16",
@@ -423,7 +439,7 @@ export function meanCacheLength(seqlens: SeqlensSpec): number {
  */
 export function benchCaseShape(c: BenchCase): MlaShape {
   const s_k = meanCacheLength(c.seqlens);
-  if (c.kind === "dense") return { kind: "dense", b: c.b, h_q: c.h_q, h_kv: c.h_kv, s_q: c.s_q, s_k };
+  if (c.kind === "dense") return { kind: "dense", b: c.b, h_q: c.h_q, h_kv: c.h_kv, s_q: c.s_q, s_k, ...(c.d_qk !== undefined ? { d_qk: c.d_qk } : {}) };
   const topk = c.topk ?? 0;
   const m = c.model1;
   if (m !== undefined) {

@@ -40,7 +40,7 @@ export interface BenchCaseResult {
   /** Why the case is not ok. */
   reason?: string;
   /** The call's shape; seqlens summarizes the lengths of the first input set (of the main cache for MODEL1). */
-  shape: { b: number; h_q: number; h_kv: number; s_q: number; causal: boolean; topk?: number; seqlens: { min: number; mean: number; max: number } };
+  shape: { b: number; h_q: number; h_kv: number; s_q: number; causal: boolean; d_qk?: number; topk?: number; seqlens: { min: number; mean: number; max: number } };
   /** The cost-model shape (FlashMLA's formulas) and its FLOPs and bytes. */
   model: MlaShape;
   cost: MlaCost;
@@ -133,12 +133,13 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
   const mean = seqlens.reduce((a, n) => a + n, 0) / seqlens.length;
   const shape = {
     b: c.b, h_q: c.h_q, h_kv: c.h_kv, s_q: c.s_q, causal: c.causal,
+    ...(c.d_qk !== undefined ? { d_qk: c.d_qk } : {}),
     ...(c.topk !== undefined ? { topk: c.topk } : {}),
     seqlens: { min: Math.min(...seqlens), mean, max: Math.max(...seqlens) },
   };
   // FlashMLA counts with the mean of the lengths actually drawn; sparse cases count the distinct
   // tokens of the indices actually drawn once the sets exist (until then, the expected count).
-  let model: MlaShape = c.kind === "dense" ? { kind: "dense", b: c.b, h_q: c.h_q, h_kv: c.h_kv, s_q: c.s_q, s_k: mean } : benchCaseShape(c);
+  let model: MlaShape = c.kind === "dense" ? { ...benchCaseShape(c), s_k: mean } : benchCaseShape(c);
   let cost = mlaCost(model);
   // The crossover rows describe h128x where a query token spans two 64-head CTAs.
   const crossover = kernel === sparseKernelName("h128x") && c.h_q > SPARSE_HEADS_PER_CTA;
@@ -162,7 +163,7 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
     opts.onStage?.("setup");
     const makeSet = (s: number): InputSet => {
       if (c.kind === "dense") {
-        const gc = makeGpuDenseCase({ b: c.b, s_q: c.s_q, h_q: c.h_q, h_kv: c.h_kv, seqlens, causal: c.causal, dtype: "bf16" }, { seed: setSeed(seed, s), stream });
+        const gc = makeGpuDenseCase({ b: c.b, s_q: c.s_q, h_q: c.h_q, h_kv: c.h_kv, seqlens, causal: c.causal, dtype: "bf16", d_qk: c.d_qk }, { seed: setSeed(seed, s), stream });
         denseSets.push(gc);
         return {
           inputBytes: gc.inputBytes,

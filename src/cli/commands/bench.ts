@@ -65,18 +65,21 @@ Examples:
     $ flashmla bench --case sparse-v32 sparse-v32-h64 sparse-long-topk sparse-h16
   DeepSeek-V4's MODEL1 cases (8: two caches in one softmax):
     $ flashmla bench --case v4
+  Dense decode at DeepSeek-V4's head (d_qk 512):
+    $ flashmla bench --case dense-compute-d512
   The JSON record on stdout, for scripts:
     $ flashmla bench --case dense-mem-h16 --json
   What can be run:
     $ flashmla bench --list
 
 The cases (--list shows each shape): FlashMLA's benchmark shapes at b = 128 (compute-bound at 128
-heads, memory-bound at 16 and 64, FlashMLA's 16-case dense grid), one 32K request (dense-b1), an
+heads, memory-bound at 16 and 64, FlashMLA's 16-case dense grid), dense-compute's shape at DeepSeek-V4's
+head, d_qk 512 (dense-compute-d512, not a headline case), one 32K request (dense-b1), an
 uneven batch (dense-uneven), short contexts (dense-short-h16), DeepSeek V3.2's sparse FP8 decode
 at 128, 64 and 16 heads (topk 2048, and 32768 for sparse-long-topk), long contexts of few requests
 (the long group: 16K-128K tokens, MTP, 16 heads), and DeepSeek-V4's sparse decode over the MODEL1
 cache (the v4 group: FlashMLA's six MODEL1 cases, two caches in one softmax, and 16 and 32 heads).
-Each carries FlashMLA's time on an H200 under this harness and our targets (first bar, goal).
+Most carry FlashMLA's time on an H200 under this harness and our targets (first bar, goal).
 Each case: ≥ 4 input sets built on the GPU (together well over the L2), warm-up, then the whole call
 (main kernel + combine) between CUDA events, median of --iters; its output is checked against the
 float64 CPU reference on sampled rows. Sparse cases use FlashMLA's benchmark data (distinct random
@@ -300,7 +303,7 @@ function listText(cache: CeilingsCache): string {
     const extra = e === undefined ? "" : ` + extra s_k ~${e.s_k} topk ${e.topk}${e.topkLengthRandom === true ? ` (valid U[0, ${e.topk}])` : ""}`;
     const kernel = benchCaseKernel(c);
     const head = HEADLINE_CASES.includes(c.name) ? " [headline]" : "";
-    lines.push(`  ${c.name.padEnd(28)} ${c.kind.padEnd(6)} ${kernel.padEnd(19)} b=${c.b} h_q=${c.h_q} s_q=${c.s_q} ${lens}${c.causal ? " causal" : ""}${c.topk !== undefined ? ` topk ${c.topk}` : ""}${extra}  (${caseBound(c, roofs)})${head}`);
+    lines.push(`  ${c.name.padEnd(28)} ${c.kind.padEnd(6)} ${kernel.padEnd(19)} b=${c.b} h_q=${c.h_q} s_q=${c.s_q} ${lens}${c.causal ? " causal" : ""}${c.d_qk !== undefined ? ` d_qk ${c.d_qk}` : ""}${c.topk !== undefined ? ` topk ${c.topk}` : ""}${extra}  (${caseBound(c, roofs)})${head}`);
   }
   lines.push("[headline]: what flashmla start (npm start) runs. Any case in detail: flashmla roofline --case NAME");
   return `${lines.join("\n")}\n`;

@@ -1,6 +1,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { benchCaseKernel } from "../../../src/bench/benchCaseKernel.js";
 import { BENCH_CASES, benchCaseByName, benchCaseShape, caseBound, meanCacheLength } from "../../../src/bench/cases.js";
+import { HEADLINE_CASES } from "../../../src/bench/headlineCases.js";
 import { GPUS, gpuCeilings } from "../../../src/roofline/gpus.js";
 import { mlaCost } from "../../../src/roofline/mlaCost.js";
 import { achievedGbPerS, achievedTflops, roofline } from "../../../src/roofline/roofline.js";
@@ -8,6 +10,7 @@ import { achievedGbPerS, achievedTflops, roofline } from "../../../src/roofline/
 const NAMED = [
   "dense-compute",
   "dense-compute-mtp",
+  "dense-compute-d512",
   "dense-mem-h16",
   "dense-mem-h64",
   "dense-b1",
@@ -114,6 +117,27 @@ test("every FlashMLA anchor figure comes out of the formulas within rounding", (
   }
   // 11 for the named cases, 6 + long-b1-128k's GB/s for the long group, FlashMLA's six MODEL1 cases.
   assert.equal(checked, 24);
+});
+
+test("dense-compute-d512 is dense-compute's shape at DeepSeek-V4's d_qk 512: its cost counts 512 dims, the _d512 pipe kernel serves it, no bar", () => {
+  const c = benchCaseByName("dense-compute-d512")!;
+  const base = benchCaseByName("dense-compute")!;
+  const shapeOf = ({ kind, b, h_q, h_kv, s_q, seqlens, causal }: typeof c) => ({ kind, b, h_q, h_kv, s_q, seqlens, causal });
+  assert.deepEqual(shapeOf(c), shapeOf(base));
+  assert.deepEqual([c.anchor, c.firstBar, c.goal, c.group], [undefined, undefined, undefined, undefined], "no FlashMLA time, no bar");
+  assert.equal(c.d_qk, 512);
+  assert.equal(base.d_qk, undefined, "576 by default");
+  assert.deepEqual(benchCaseShape(c), { kind: "dense", b: 128, h_q: 128, h_kv: 1, s_q: 1, s_k: 8192, d_qk: 512 });
+  const cost = mlaCost(benchCaseShape(c));
+  assert.equal(cost.flop, 128 * 128 * (2 * 512 * 8192 + 2 * 8192 * 512));
+  assert.equal(cost.bytes, 128 * (128 * 512 * 2 + 8192 * 512 * 2 + 128 * 512 * 2));
+  // The note's figures: 6 % fewer FLOPs and 11 % fewer cache bytes than dense-compute.
+  const v3 = mlaCost(benchCaseShape(base));
+  assert.equal(Math.round(100 * (1 - cost.flop / v3.flop)), 6);
+  assert.equal(Math.round(100 * (1 - 512 / 576)), 11);
+  assert.match(c.note ?? "", /6 % fewer FLOPs, 11 % fewer cache bytes/);
+  assert.equal(benchCaseKernel(c), "dense_pipe_bf16_d512");
+  assert.ok(!HEADLINE_CASES.includes(c.name), "not in the default set");
 });
 
 test("caseBound() is the cost model's answer on the measured H200 roofs: dense-b1 is past the ridge, so compute", () => {

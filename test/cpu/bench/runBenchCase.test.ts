@@ -43,6 +43,19 @@ test("runBenchCase() reports sparse-h16 as not available for a forced h128x, its
   assert.match(dense.reason!, /sparse plan "m64" forced on a dense case/);
 });
 
+test("runBenchCase() carries dense-compute-d512's d_qk into its shape, its cost model and its kernel", () => {
+  const r = runBenchCase(benchCaseByName("dense-compute-d512")!, { overrides: { sparsePlan: "m64" }, ...NO_DEVICE });
+  assert.equal(r.status, "not-available");
+  assert.equal(r.kernel, "dense_pipe_bf16_d512");
+  assert.equal(r.shape.d_qk, 512);
+  assert.deepEqual(r.model, { kind: "dense", b: 128, h_q: 128, h_kv: 1, s_q: 1, s_k: 8192, d_qk: 512 });
+  assert.equal(r.cost.flop, 2 * 128 * 128 * 8192 * (512 + 512));
+  // dense-compute keeps 576.
+  const v3 = runBenchCase(benchCaseByName("dense-compute")!, { overrides: { sparsePlan: "m64" }, ...NO_DEVICE });
+  assert.equal(v3.shape.d_qk, undefined);
+  assert.equal(v3.cost.flop, 2 * 128 * 128 * 8192 * (576 + 512));
+});
+
 const V4 = BENCH_CASES.filter((c) => c.group === "v4");
 /** What runBenchCase says when h16x, which has no MODEL1 kernel, is forced on a v4 case. */
 const NO_H16X_MODEL1 = `not available: runBenchCase(): argument 'overrides.sparsePlan': expected "m64" or "h128x" with the MODEL1 cache (no h16x kernel reads it), got "h16x"`;

@@ -62,6 +62,8 @@ test("flashmla bench --list names every case with the kernel that serves it and 
   assert.match(r.out, /dense-b1 +dense +dense_fast_bf16 +b=1 h_q=128 s_q=1 s_k 32768 +\(compute\) \[headline\]/);
   assert.match(r.out, /sparse-v32-h64 +sparse +sparse_m64_bf16 +.*\(compute\) \[headline\]/);
   assert.match(r.out, /dense-compute +dense +dense_pipe_bf16 +b=128 h_q=128 s_q=1 s_k 8192 +\(compute\) \[headline\]/);
+  // DeepSeek-V4's head on the same shape: its _d512 kernel, not a headline case.
+  assert.match(r.out, /dense-compute-d512 +dense +dense_pipe_bf16_d512 +b=128 h_q=128 s_q=1 s_k 8192 d_qk 512 +\(compute\)$/m);
   assert.match(r.out, /dense-b1 +dense +dense_fast_bf16 +b=1 h_q=128/);
   assert.match(r.out, /dense-mem-h16 +dense +dense_fast_bf16 /);
   assert.match(r.out, /dense-grid-sq2-32k-causal +dense +dense_pipe_bf16 /);
