@@ -216,7 +216,9 @@ function resolveShape(opts: RooflineOptions, usage: (message: string, hint?: str
   if (!fp8) {
     if (topk !== undefined) usage("--topk applies to sparse decode over the FP8 cache: add --fp8");
     if (extraGiven) usage("--extra-topk, --extra-sk and --extra-topk-length apply to sparse decode over the FP8 cache: add --fp8");
-    shape = { kind: "dense", b: B, h_q: HQ, h_kv, s_q, s_k: SK };
+    // A dense case's head (dense-compute-d512's d_qk 512) carries over.
+    const d_qk = c?.kind === "dense" ? c.d_qk : undefined;
+    shape = { kind: "dense", b: B, h_q: HQ, h_kv, s_q, s_k: SK, ...(d_qk !== undefined ? { d_qk } : {}) };
   } else {
     if (topk === undefined) usage("--fp8 needs --topk <n> (sparse decode attends topk tokens per query token)");
     const TOPK = topk as number;
@@ -260,7 +262,7 @@ function resolveExtra(opts: RooflineOptions, base: ExtraCacheShape | undefined, 
 export function sameShape(x: MlaShape, y: MlaShape): boolean {
   const close = (a: number | undefined, b: number | undefined) => a === b || (a !== undefined && b !== undefined && Math.abs(a - b) <= 1e-9 * Math.max(Math.abs(a), Math.abs(b)));
   if (x.kind !== y.kind || x.b !== y.b || x.h_q !== y.h_q || x.s_q !== y.s_q) return false;
-  if (x.kind === "dense" && y.kind === "dense") return (x.h_kv ?? 1) === (y.h_kv ?? 1) && close(x.s_k, y.s_k);
+  if (x.kind === "dense" && y.kind === "dense") return (x.h_kv ?? 1) === (y.h_kv ?? 1) && x.d_qk === y.d_qk && close(x.s_k, y.s_k);
   if (x.kind === "sparse" && y.kind === "sparse") {
     // The counts come from the cost model: a MODEL1 shape gives its caches' lengths, not N_unique.
     const [cx, cy] = [mlaCost(x), mlaCost(y)];
@@ -314,7 +316,7 @@ function renderText(r: RooflineReport, ctx: RenderContext): string {
   lines.push(c.bold(`MLA decode roofline: ${kind} on ${gpu.name}`) + ` (${gpu.sms} SMs, max SM clock ${gpu.maxSmClockMhz} MHz)`);
   const dims =
     s.kind === "dense"
-      ? `b=${s.b} h_q=${s.h_q} h_kv=${s.h_kv ?? 1} s_q=${s.s_q} s̄_k=${fmt(s.s_k, Number.isInteger(s.s_k) ? 0 : 2)}`
+      ? `b=${s.b} h_q=${s.h_q} h_kv=${s.h_kv ?? 1} s_q=${s.s_q} s̄_k=${fmt(s.s_k, Number.isInteger(s.s_k) ? 0 : 2)}${s.d_qk !== undefined ? ` d_qk=${s.d_qk}` : ""}`
       : `b=${s.b} h_q=${s.h_q} h_kv=1 s_q=${s.s_q} topk=${s.topk ?? "-"}${s.s_k !== undefined ? ` s_k=${fmt(s.s_k, 0)}` : ""}${extraText(s.extra)}`;
   const caseText = ctx.benchCase === undefined ? "" : `   case ${ctx.benchCase.name}${ctx.benchCase.causal ? ", causal" : ""}`;
   lines.push(`shape      ${dims}${caseText}`);

@@ -28,6 +28,21 @@ test("flashmla roofline --case dense-compute shows FlashMLA's 452 µs as 646 TFL
   assert.match(r.out, /first bar ≥ 646 TFLOPS \(FlashMLA\); goal ≥ 700 TFLOPS/);
 });
 
+test("flashmla roofline --case dense-compute-d512 counts DeepSeek-V4's 512 dims, also with the shape restated or changed", async () => {
+  const r = await run(["--case", "dense-compute-d512"]);
+  assert.equal(r.code, 0);
+  assert.match(r.out, /^shape +b=128 h_q=128 h_kv=1 s_q=1 s̄_k=8192 d_qk=512 +case dense-compute-d512$/m);
+  // 128 · 128 · 8192 · 2 · (512 + 512) FLOPs; 128 · (128 · 512 + 8192 · 512 + 128 · 512) · 2 bytes.
+  assert.match(r.out, /274,877,906,944/);
+  assert.match(r.out, /1,107,296,256/);
+  const restated = await run(["--case", "dense-compute-d512", "--sk", "8192"]);
+  assert.match(restated.out, /case dense-compute-d512$/m);
+  assert.match(restated.out, /274,877,906,944/);
+  const h64 = await run(["--case", "dense-compute-d512", "--hq", "64"]);
+  assert.match(h64.out, /^shape +b=128 h_q=64 h_kv=1 s_q=1 s̄_k=8192 d_qk=512$/m);
+  assert.match(h64.out, /137,438,953,472/);
+});
+
 test("flashmla roofline --case dense-mem-h16 shows FlashMLA's 280 µs as ≈ 4330 GB/s, memory-bound", async () => {
   const r = await run(["--case", "dense-mem-h16"]);
   assert.equal(r.code, 0);
