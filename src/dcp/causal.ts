@@ -96,7 +96,7 @@ export function dcpCausalForm(opts: DcpCausalFormOptions): DcpCausalForm {
 
 /**
  * The block table of the "flatten" form: [b, max_blocks] → [b·s_q, max_blocks], row i·s_q + j a copy of
- * row i. With it, q viewed as [b·s_q, 1, h_q, 576] and cacheSeqlens = visibleLengths, one s_q = 1 decode
+ * row i. With it, q viewed as [b·s_q, 1, h_q, d_qk] and cacheSeqlens = visibleLengths, one s_q = 1 decode
  * gives out as [b·s_q, 1, h_q, 512] (the same memory as [b, s_q, h_q, 512]) and lse as [b·s_q, h_q, 1],
  * whose element (i·s_q + j, h) is element (i, h, j) of the [b, h_q, s_q] lse.
  */

@@ -1,6 +1,6 @@
 import { ArgumentError, describeValue } from "../errors/ArgumentError.js";
 import type { FlashMlaResult } from "../mla/args.js";
-import { D_QK, D_V } from "../mla/contract/shape.js";
+import { D_V } from "../mla/contract/shape.js";
 import { flashMlaWithKvcache } from "../mla/flashMlaWithKvcache.js";
 import type { MlaSchedMeta } from "../mla/sched/MlaSchedMeta.js";
 import type { Stream } from "../runtime/Stream.js";
@@ -40,9 +40,12 @@ export interface DcpRankArgs {
    * ranks' shards on one GPU in one call, merged without communication (form "allGather").
    */
   comm?: DcpCommunicator;
-  /** [b, s_q, h_q, 576] on this rank's GPU (every rank has the whole q). */
+  /**
+   * [b, s_q, h_q, d_qk] on this rank's GPU (every rank has the whole q). Dense: d_qk 576, or DeepSeek-V4's
+   * 512 (V the whole row); sparse: 576 with the V32 cache, 512 with the MODEL1 cache.
+   */
   q: Tensor;
-  /** This rank's cache: dense [blocks, 64, 1, 576]; sparse the V32 FP8 cache of its tokens. */
+  /** This rank's cache: dense [blocks, 64, h_kv, d_qk] in q's dtype; sparse the FP8 cache of its tokens. */
   kCache: Tensor;
   /** Sparse: [b, s_q, topk] int32, this rank's local token ids; -1 where another rank holds the entry. */
   indices?: Tensor;
@@ -165,9 +168,10 @@ function decodeShard(r: DcpRankArgs, into: { out: Tensor; lse: Tensor<"f32"> }):
     flashMlaWithKvcache({ ...common, q, blockTable: step.blockTable, cacheSeqlens: step.cacheSeqlens, causal: step.form === "causal", out: into.out, lse: into.lse });
     return;
   }
-  const [b, s_q, h_q] = q.shape;
-  if (q.strides[0] !== s_q * q.strides[1]) throw new ArgumentError("dcpDecode", "ranks[].q", "[b, s_q, h_q, 576] with the batch stride s_q times the token stride (a causal step flattens its query tokens)", `strides [${q.strides.join(", ")}]`);
-  const flatQ = q.view([b * s_q, 1, h_q, D_QK], [q.strides[1], q.strides[1], q.strides[2], 1]);
+  const [b, s_q, h_q, d_qk] = q.shape;
+  if (q.strides[0] !== s_q * q.strides[1]) throw new ArgumentError("dcpDecode", "ranks[].q", "[b, s_q, h_q, d_qk] with the batch stride s_q times the token stride (a causal step flattens its query tokens)", `strides [${q.strides.join(", ")}]`);
+  // Either head: flashMlaWithKvcache checks d_qk (576 or 512) and the cache's width against it.
+  const flatQ = q.view([b * s_q, 1, h_q, d_qk], [q.strides[1], q.strides[1], q.strides[2], 1]);
   const flatOut = into.out.view([b * s_q, 1, h_q, D_V]);
   const flatLse = into.lse.view([b * s_q, h_q, 1]);
   flashMlaWithKvcache({ ...common, q: flatQ, blockTable: step.blockTable, cacheSeqlens: step.cacheSeqlens, causal: false, out: flatOut, lse: flatLse });

@@ -145,7 +145,7 @@ export interface ShardDenseCacheArgs<T extends Uint8Array | Uint16Array> {
   kCache: T;
   /** [b, max_blocks] the global block table: the physical page of each request's logical page. */
   blockTable: Int32Array;
-  /** Elements of one token row, h_kv · d (h_kv · 576 for the dense cache). */
+  /** Elements of one token row, h_kv · d (h_kv · 576 for the dense cache, h_kv · 512 at DeepSeek-V4's head). */
   tokenElements: number;
   /** Written into every slot no token is copied to (a NaN bit pattern poisons them). @default 0 */
   fill?: number;

@@ -159,6 +159,28 @@ describeGpu("decode context parallelism on one GPU (virtual ranks)", () => {
     assert.deepEqual([...formsSeen].sort(), ["causal", "flatten", "nonCausal"], "the cases cover the three causal forms");
   });
 
+  test("dense at DeepSeek-V4's d_qk 512: N virtual ranks pass the unsharded decode's check (CPU and GPU references) in the three causal forms", () => {
+    const cases = [
+      { seed: 7351, b: 4, s_q: 1, h_q: 128, seqlens: [700, 64, 1, 0], causal: false, ranks: 2, interleave: 64 },
+      { seed: 7352, b: 3, s_q: 2, h_q: 64, seqlens: [513, 130, 65], causal: true, ranks: 3, interleave: 64 },
+      { seed: 7353, b: 2, s_q: 2, h_q: 16, seqlens: [128, 256], causal: true, ranks: 2, interleave: 64 },
+    ];
+    const formsSeen = new Set<string>();
+    for (const c of cases) {
+      const gc = makeDenseCaseGpu({ seed: c.seed, b: c.b, s_q: c.s_q, h_q: c.h_q, h_kv: 1, seqlens: c.seqlens, causal: c.causal, dtype: "bf16", d_qk: 512 });
+      try {
+        const { out, lse, forms } = decodeVirtual(gc, c.ranks, c.interleave, stream);
+        forms.forEach((f) => formsSeen.add(f));
+        const r = checkDenseCase(gc, { out, lse }, { stream, gpuReference: true });
+        out.dispose(), lse.dispose();
+        assert.ok(r.ok, `d_qk 512 ${JSON.stringify(c)} forms ${forms}: ${r.message}`);
+      } finally {
+        gc.dispose();
+      }
+    }
+    assert.deepEqual([...formsSeen].sort(), ["causal", "flatten", "nonCausal"], "the cases cover the three causal forms");
+  });
+
   test("dense: FlashMLA-grid shapes (b 16-128, 1K-8K tokens, h_q 16-128, s_q 1-2) on 2, 4 and 8 virtual ranks", () => {
     const cases = [
       { seed: 7401, b: 16, s_q: 1, h_q: 128, mean: 4096, causal: false, ranks: 2 },
