@@ -36,24 +36,31 @@ export function assertDecodeClose(
 }
 
 /**
- * Compares as {@link assertDecodeClose} (bf16 out), with `label` in every message and sampled rows checked
- * one at a time: each row's cosine difference then stands on its own, stricter than over the gathered
- * rows, and a message names its row.
+ * Compares as {@link assertDecodeClose}, with `label` in every message and sampled rows checked one at a
+ * time: each row's cosine difference then stands on its own, stricter than over the gathered rows, and
+ * a message names its row. The reference's out is rounded to `roundReferenceTo` (the output's dtype).
+ * @default roundReferenceTo "bf16"
  */
 export function assertDecodeRowsClose(
   got: { out: Float32Array; lse: Float32Array },
   ref: { out: Float32Array; lse: Float32Array },
-  opts: { dims: { b: number; s_q: number; h_q: number }; rows: readonly ReferenceRow[] | undefined; tol: { out: Tolerance; lse: Tolerance }; label: string },
+  opts: {
+    dims: { b: number; s_q: number; h_q: number };
+    rows: readonly ReferenceRow[] | undefined;
+    tol: { out: Tolerance; lse: Tolerance };
+    label: string;
+    roundReferenceTo?: "bf16" | "fp16";
+  },
 ): void {
-  const { dims: { b, s_q, h_q }, rows, tol, label } = opts;
+  const { dims: { b, s_q, h_q }, rows, tol, label, roundReferenceTo = "bf16" } = opts;
   if (rows === undefined) {
-    assertClose(got.out, ref.out, tol.out, { shape: [b, s_q, h_q, D_V], name: `out (${label})`, roundReferenceTo: "bf16" });
+    assertClose(got.out, ref.out, tol.out, { shape: [b, s_q, h_q, D_V], name: `out (${label})`, roundReferenceTo });
     assertClose(got.lse, ref.lse, tol.lse, { shape: [b, h_q, s_q], name: `lse (${label})` });
     return;
   }
   for (const r of rows) {
     const base = ((r.batch * s_q + r.token) * h_q + r.head) * D_V;
-    assertClose(got.out.subarray(base, base + D_V), ref.out.subarray(base, base + D_V), tol.out, { name: `out row ${JSON.stringify(r)} (${label})`, roundReferenceTo: "bf16" });
+    assertClose(got.out.subarray(base, base + D_V), ref.out.subarray(base, base + D_V), tol.out, { name: `out row ${JSON.stringify(r)} (${label})`, roundReferenceTo });
     const li = (r.batch * h_q + r.head) * s_q + r.token;
     assertClose([got.lse[li]], [ref.lse[li]], tol.lse, { name: `lse row ${JSON.stringify(r)} (${label})` });
   }

@@ -1,7 +1,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { combineRowsPerCta } from "../../../src/mla/combine/launchCombine.js";
+import { D_V } from "../../../src/mla/contract/shape.js";
 import { chooseDenseKernel, DENSE_FORMS, denseBlocksPerPart, type DenseForm } from "../../../src/mla/dense/chooseDenseKernel.js";
+import { denseQTensorMapView } from "../../../src/mla/dense/denseTensorMaps.js";
 import { decodeWithOverrides, flashMlaWithKvcache, type DecodeOverrides } from "../../../src/mla/flashMlaWithKvcache.js";
 import { mlaDecodeReference } from "../../../src/mla/reference/mlaDecodeReference.js";
 import { mlaDecodeReferenceGpu } from "../../../src/mla/reference/mlaDecodeReferenceGpu.js";
@@ -16,10 +18,12 @@ import { Graph } from "../../../src/runtime/Graph.js";
 import { Stream } from "../../../src/runtime/Stream.js";
 import { Tensor } from "../../../src/runtime/Tensor.js";
 import { checkGrid } from "../../../src/testing/checkGrid.js";
-import { makeDenseCase } from "../../../src/testing/denseCase.js";
+import { makeDenseCase, NAN_HALF_BITS } from "../../../src/testing/denseCase.js";
 import { decodeDenseCase, makeDenseCaseGpu, uploadDenseCase, type GpuDenseCase } from "../../../src/testing/gpuDenseCase.js";
 import { runCheckCase } from "../../../src/testing/runCheckCase.js";
+import { assertDecodeRowsClose } from "../../helpers/compareDecode.js";
 import { describeGpu } from "../../helpers/gpu.js";
+import { padded, uploadStorage } from "../../helpers/strided.js";
 import { denseWorkspace } from "../../helpers/workspace.js";
 
 /** FlashMLA's 16 (h_q, h_kv) pairs (FLASHMLA.md §4). */
@@ -490,5 +494,166 @@ describeGpu("flashMlaWithKvcache() dense decode on the GPU", () => {
     console.log(`# pipe and fast on FlashMLA's dense grid: ${cases.length} cases each, ${failures.length} failed`);
     assert.ok(cases.length > 200, `expected the quick grid (about 220 cases), got ${cases.length}`);
     assert.deepEqual(failures, [], failures.slice(0, 5).join("\n"));
+  });
+});
+
+// DeepSeek-V4's head on the dense path: q and each cached row 512 wide, Q·Kᵀ over eight 64-dim tiles,
+// V the whole row (the _d512 kernels). The same checks as at 576: every element against the float64
+// CPU reference with the dense tolerances, outputs NaN-poisoned before the call, NaN in every cache slot
+// and unused block no request owns, poison ids in unused table entries.
+
+/** DeepSeek-V4's d_qk. */
+const D512 = 512;
+
+/** The GPU arguments of one dense call. */
+type DenseTensors = { q: Tensor; kCache: Tensor; blockTable: Tensor; cacheSeqlens: Tensor; causal: boolean; softmaxScale: number };
+
+/**
+ * One call on `args` with `overrides` forced, into out and lse filled with NaN first (an element the
+ * kernels leave unwritten then fails the comparison); a valid call leaves no device error. Returns the
+ * outputs on the host and each request's piece count in the schedule the GPU wrote.
+ */
+function decodePoisoned(args: DenseTensors, overrides: DecodeOverrides): { out: Float32Array; lse: Float32Array; pieces: number[] } {
+  const [b, s_q, h_q] = args.q.shape;
+  const out = Tensor.emptyDevice([b, s_q, h_q, D512], args.q.dtype);
+  const lse = Tensor.emptyDevice([b, h_q, s_q], "f32");
+  const meta = getMlaMetadata();
+  try {
+    out.buffer!.memset8(0xff);  // NaN in bf16, fp16 and f32
+    lse.buffer!.memset8(0xff);
+    decodeWithOverrides({ ...args, headDimV: D_V, schedMeta: meta, out, lse }, overrides);
+    meta.checkErrors();
+    const ns = denseWorkspace(meta).numSplits.toHost().host as Int32Array;
+    return { out: halfToF32(out), lse: lse.toHost().host as Float32Array, pieces: Array.from({ length: b }, (_, i) => ns[i + 1] - ns[i]) };
+  } finally {
+    out.dispose(); lse.dispose(); meta.dispose();
+  }
+}
+
+/** Every element of `got` against the float64 CPU reference `ref` of a call on `q`, with the dense tolerances. */
+function assertMatchesReference(got: { out: Float32Array; lse: Float32Array }, ref: ReturnType<typeof mlaDecodeReference>, q: Tensor, label: string): void {
+  const [b, s_q, h_q] = q.shape;
+  assertDecodeRowsClose(got, { out: ref.outF32, lse: ref.lse.host as Float32Array }, {
+    dims: { b, s_q, h_q }, rows: undefined, tol: { out: DENSE_OUT_TOL, lse: DENSE_LSE_TOL }, label, roundReferenceTo: q.dtype as "bf16" | "fp16",
+  });
+}
+
+/** Each request's piece count in the CPU twin of the schedule a call of this shape gets on this GPU. */
+function twinPieces(seqlens: readonly number[], s_q: number, h_q: number, h_kv: number): number[] {
+  const ns = computeSchedule(seqlens, numSmPartsDense(Device.get().smCount, s_q, h_q, h_kv), DENSE_SCHED_FIXED_OVERHEAD).numSplits;
+  return seqlens.map((_, i) => ns[i + 1] - ns[i]);
+}
+
+describeGpu("flashMlaWithKvcache() dense decode at d_qk 512 (DeepSeek-V4's head) on the GPU", () => {
+  test("both forms, bf16 and fp16, s_q 1 and 2 causal, h_q 16, 64 and 128: lengths 0, 1, 63, 64, 65 and two split over many SM parts match the CPU reference", () => {
+    const lens = [0, 1, 63, 64, 65, 1000, 2500];
+    let n = 0;
+    for (const dtype of ["bf16", "fp16"] as const) for (const s_q of [1, 2]) for (const h_q of [16, 64, 128]) {
+      const host = makeDenseCase({ seed: 12000 + n++, b: lens.length, s_q, h_q, h_kv: 1, seqlens: lens, causal: s_q > 1, dtype, extraBlocks: 2, d_qk: D512 });
+      const c = uploadDenseCase(host);
+      try {
+        const ref = mlaDecodeReference(host);
+        const label = `d_qk 512 ${dtype} s_q=${s_q} h_q=${h_q}`;
+        const twin = twinPieces(lens, s_q, h_q, 1);
+        assert.ok(twin[5] >= 3 && twin[6] >= 3, `${label}: the long requests are split over several SM parts (${twin.join(",")})`);
+        for (const denseForm of DENSE_FORMS) {
+          const r = decodePoisoned(c, { denseForm });
+          assert.deepEqual(r.pieces, twin, `${label} ${denseForm}: the GPU's schedule is the twin's`);
+          assertMatchesReference(r, ref, c.q, `${label} ${denseForm}`);
+        }
+        // The API's own choice is one of the forced forms' _d512 kernels, bit for bit.
+        const form = chooseDenseKernel(s_q * h_q, denseBlocksPerPart(lens.length, c.maxBlocks, numSmPartsDense(Device.get().smCount, s_q, h_q, 1)));
+        const api = decodePoisoned(c, {}), forced = decodePoisoned(c, { denseForm: form });
+        assert.deepEqual(api.out, forced.out, `${label}: the API's out is the forced ${form}'s`);
+        assert.deepEqual(api.lse, forced.lse, `${label}: the API's lse is the forced ${form}'s`);
+      } finally {
+        c.dispose();
+      }
+    }
+  });
+
+  test("two KV heads (h_q 128, h_kv 2, s_q 2 causal): both forms match the CPU reference", () => {
+    const lens = [0, 1, 63, 64, 65, 1300];
+    for (const dtype of ["bf16", "fp16"] as const) {
+      const host = makeDenseCase({ seed: dtype === "bf16" ? 12100 : 12101, b: lens.length, s_q: 2, h_q: 128, h_kv: 2, seqlens: lens, causal: true, dtype, extraBlocks: 1, d_qk: D512 });
+      const c = uploadDenseCase(host);
+      try {
+        const ref = mlaDecodeReference(host);
+        for (const denseForm of DENSE_FORMS) assertMatchesReference(decodePoisoned(c, { denseForm }), ref, c.q, `d_qk 512 h_kv 2 ${dtype} ${denseForm}`);
+      } finally {
+        c.dispose();
+      }
+    }
+  });
+
+  test("requests split in two are merged by the main kernels (mergeSplitPairs) with the combine's bits, and both match the CPU reference", () => {
+    const shapes = [
+      { seed: 3, b: 40, s_q: 1, h_q: 64, mean: 300, dtype: "bf16" as const },
+      { seed: 1, b: 24, s_q: 2, h_q: 64, mean: 400, dtype: "fp16" as const },
+    ];
+    for (const sh of shapes) {
+      const host = makeDenseCase({ seed: sh.seed, b: sh.b, s_q: sh.s_q, h_q: sh.h_q, h_kv: 1, seqlens: { mean: sh.mean, varlen: true, zeroFraction: 0.1 }, causal: sh.s_q > 1, dtype: sh.dtype, d_qk: D512 });
+      const label = `d_qk 512 seed ${sh.seed} b ${sh.b} s_q ${sh.s_q} h_q ${sh.h_q} ${sh.dtype}`;
+      const twin = twinPieces(host.seqlens, sh.s_q, sh.h_q, 1);
+      assert.ok(twin.includes(2) && twin.some((p) => p >= 3) && host.seqlens.includes(0), `${label}: pairs, requests in 3+ pieces and empty requests (${twin.join(",")})`);
+      const c = uploadDenseCase(host);
+      try {
+        const ref = mlaDecodeReference(host);
+        for (const denseForm of DENSE_FORMS) {
+          const merged = decodePoisoned(c, { denseForm });
+          const combined = decodePoisoned(c, { denseForm, mergeSplitPairs: false });
+          assert.deepEqual(merged.out, combined.out, `${label} ${denseForm}: out with the pairs merged in the main kernel differs from the combine's`);
+          assert.deepEqual(merged.lse, combined.lse, `${label} ${denseForm}: lse differs`);
+          assertMatchesReference(merged, ref, c.q, `${label} ${denseForm}`);
+        }
+      } finally {
+        c.dispose();
+      }
+    }
+  });
+
+  test("a strided q: padded heads (TMA takes the strides) and one q broadcast over the batch (stride 0: no TMA map, Q read with ld.global)", () => {
+    for (const [i, [h_q, s_q, dtype]] of ([[16, 2, "bf16"], [128, 1, "fp16"], [64, 2, "bf16"]] as const).entries()) {
+      const lens = [65, 0, 700, 1];
+      const host = makeDenseCase({ seed: 12200 + i, b: lens.length, s_q, h_q, h_kv: 1, seqlens: lens, causal: s_q > 1, dtype, extraBlocks: 1, d_qk: D512 });
+      const row = D512 + 64;  // each head's 512 dims, then 64 elements of NaN
+      const padded_ = padded(host.q, D512, 64, [s_q * h_q * row, h_q * row, row, 1], NAN_HALF_BITS);
+      // Request 0's queries for every request: the batch stride is 0.
+      const first = padded(host.q.view([1, s_q, h_q, D512]).contiguousHost(), D512, 64, [s_q * h_q * row, h_q * row, row, 1], NAN_HALF_BITS);
+      const broadcast = first.view([lens.length, s_q, h_q, D512], [0, h_q * row, row, 1]);
+      const c = uploadDenseCase(host);
+      try {
+        for (const [name, qHost, tma] of [["padded", padded_, true], ["broadcast", broadcast, false]] as const) {
+          const view = denseQTensorMapView({ b: lens.length, s_q, h_kv: 1, d_qk: D512 }, h_q, qHost.strides, 2);
+          assert.equal(view !== undefined, tma, `${name} q: ${tma ? "a" : "no"} TMA map`);
+          const q = uploadStorage(qHost);
+          try {
+            const ref = mlaDecodeReference({ ...host, q: qHost });
+            for (const denseForm of DENSE_FORMS) {
+              assertMatchesReference(decodePoisoned({ ...c, q }, { denseForm }), ref, q, `d_qk 512 ${name} q h_q=${h_q} s_q=${s_q} ${dtype} ${denseForm}`);
+            }
+          } finally {
+            q.dispose();
+          }
+        }
+      } finally {
+        c.dispose();
+      }
+    }
+  });
+
+  test("the fp32 GPU reference at d_qk 512 agrees with the float64 CPU reference", () => {
+    for (const [i, [h_q, h_kv, s_q, dtype]] of ([[64, 1, 2, "bf16"], [9, 3, 2, "fp16"]] as const).entries()) {
+      const host = makeDenseCase({ seed: 12300 + i, b: 2, s_q, h_q, h_kv, seqlens: { mean: 200, varlen: true }, causal: true, dtype, d_qk: D512 });
+      const c = uploadDenseCase(host);
+      const ref = mlaDecodeReferenceGpu({ ...c });
+      try {
+        const cpu = mlaDecodeReference(host);
+        assertClose(ref.out.toHost().host as Float32Array, cpu.outF32, { abs: 1e-5, rel: 1e-4, cos: 1e-9 }, { name: `fp32 GPU reference out (d_qk 512, ${dtype})` });
+        assertClose(ref.lse.toHost().host as Float32Array, cpu.lse.host as Float32Array, { abs: 1e-5, rel: 1e-6 }, { name: `fp32 GPU reference lse (d_qk 512, ${dtype})` });
+      } finally {
+        ref.out.dispose(); ref.lse.dispose(); c.dispose();
+      }
+    }
   });
 });
