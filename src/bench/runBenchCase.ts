@@ -312,7 +312,7 @@ function overridesUnsupported(c: BenchCase, o: DecodeOverrides): string | undefi
   if (c.kind === "sparse" && (o.denseForm !== undefined || o.mergeSplitPairs !== undefined)) return "not available: a dense override forced on a sparse case";
   if (c.kind === "sparse" && o.sparsePlan !== undefined) {
     try {
-      checkPlanFitsHeads("runBenchCase", o.sparsePlan, c.h_q, c.model1 !== undefined ? "MODEL1" : "V32");
+      checkPlanFitsHeads("runBenchCase", o.sparsePlan, c.h_q);
     } catch (e) {
       return `not available: ${e instanceof Error ? e.message : String(e)}`;
     }

@@ -38,7 +38,7 @@ export interface KernelChoiceShape {
  * `overrides` force: what the benchmark and `flashmla check` report as the kernel that served a case.
  */
 export function chooseKernel(shape: KernelChoiceShape, overrides: DecodeOverrides = {}): KernelName {
-  if (shape.kind === "sparse") return sparseKernelName(overrides.sparsePlan ?? chooseSparseKernel(shape.h_q, shape.format), shape.format, shape.extra ?? false);
+  if (shape.kind === "sparse") return sparseKernelName(overrides.sparsePlan ?? chooseSparseKernel(shape.h_q), shape.format, shape.extra ?? false);
   const h_kv = shape.h_kv ?? 1;
   const rows_per_kv = (shape.s_q * shape.h_q) / h_kv;
   const parts = numSmPartsDense(shape.smCount ?? H200_SM_COUNT, shape.s_q, shape.h_q, h_kv);

@@ -205,8 +205,7 @@ export function runBench(req: BenchRequest, device: Device, io: CliIo, deps: Gpu
     }
     progress.stop();
 
-    // A case no kernel serves yet ("none") adds nothing to the kernels the run used.
-    const kernelLabel = [...new Set(results.map((r) => r.kernel))].filter((k) => k !== "none").join(" + ") || "no kernel";
+    const kernelLabel = [...new Set(results.map((r) => r.kernel))].join(" + ") || "no kernel";
     record = benchRecord({
       gpu: env,
       commit,

@@ -75,12 +75,14 @@ export const KERNEL_REGISTRY = Object.freeze({
   // The same plans over DeepSeek-V4's MODEL1 cache (d_qk 512, V the whole row).
   sparse_m64_model1: { cubin: "sparse_m64_model1", symbol: "mla_sparse_m64_model1_sm90", params: sparse, threads: 512, clusterX: 1, facts: true },
   sparse_h128x_model1: { cubin: "sparse_h128x_model1", symbol: "mla_sparse_h128x_model1_sm90", params: sparse, threads: 512, clusterX: 2, facts: true },
+  sparse_h16x_model1: { cubin: "sparse_h16x_model1", symbol: "mla_sparse_h16x_model1_sm90", params: sparse, threads: 512, clusterX: 1, facts: true },
   // Each of them with a second cache and index list in the same softmax (extraKCache).
   sparse_m64_bf16_extra: { cubin: "sparse_m64_bf16_extra", symbol: "mla_sparse_m64_bf16_extra_sm90", params: sparse, threads: 512, clusterX: 1, facts: true },
   sparse_h128x_bf16_extra: { cubin: "sparse_h128x_bf16_extra", symbol: "mla_sparse_h128x_bf16_extra_sm90", params: sparse, threads: 512, clusterX: 2, facts: true },
   sparse_h16x_bf16_extra: { cubin: "sparse_h16x_bf16_extra", symbol: "mla_sparse_h16x_bf16_extra_sm90", params: sparse, threads: 512, clusterX: 1, facts: true },
   sparse_m64_model1_extra: { cubin: "sparse_m64_model1_extra", symbol: "mla_sparse_m64_model1_extra_sm90", params: sparse, threads: 512, clusterX: 1, facts: true },
   sparse_h128x_model1_extra: { cubin: "sparse_h128x_model1_extra", symbol: "mla_sparse_h128x_model1_extra_sm90", params: sparse, threads: 512, clusterX: 2, facts: true },
+  sparse_h16x_model1_extra: { cubin: "sparse_h16x_model1_extra", symbol: "mla_sparse_h16x_model1_extra_sm90", params: sparse, threads: 512, clusterX: 1, facts: true },
   sched_meta: { cubin: "sched_meta", symbol: "mla_sched_meta", params: { struct: SchedParamsStruct, table: "sched_params_layout" }, threads: 32, clusterX: 1, facts: false },
   combine_bf16: { cubin: "combine", symbol: "mla_combine_bf16", params: { struct: CombineParamsStruct, table: "combine_params_layout" }, threads: 512, clusterX: 1, facts: false },
   combine_fp16: { cubin: "combine", symbol: "mla_combine_fp16", params: { struct: CombineParamsStruct, table: "combine_params_layout" }, threads: 512, clusterX: 1, facts: false },

@@ -16,13 +16,13 @@ export const SPARSE_PLANS: readonly SparsePlan[] = Object.freeze(["m64", "h128x"
 export const H16X_MAX_HEADS = 16;
 
 /**
- * The plan a sparse call of `h_q` heads runs: h16x at h_q ≤ 16 (V32; MODEL1 has no h16x kernel yet and
- * runs m64 there), h128x at 128, m64 otherwise. On the H200, sparse-v32 (128 heads) took 383.7 µs with
- * h128x against 403.7 with m64 (one call), and sparse-h16 109.8 µs with h16x where m64 had taken 186.6.
+ * The plan a sparse call of `h_q` heads runs, in either format: h16x at h_q ≤ 16, h128x at 128, m64
+ * otherwise. On the H200, sparse-v32 (128 heads) took 383.7 µs with h128x against 403.7 with m64 (one
+ * call), and sparse-h16 109.8 µs with h16x where m64 had taken 186.6.
  */
-export function chooseSparseKernel(h_q: number, format: SparseFormat = "V32"): SparsePlan {
+export function chooseSparseKernel(h_q: number): SparsePlan {
   if (h_q === 128) return "h128x";
-  return h_q <= H16X_MAX_HEADS && format === "V32" ? "h16x" : "m64";
+  return h_q <= H16X_MAX_HEADS ? "h16x" : "m64";
 }
 
 /**
@@ -30,9 +30,7 @@ export function chooseSparseKernel(h_q: number, format: SparseFormat = "V32"): S
  * cache runs kernels compiled without the second list's bookkeeping (kernels/sm90/decode/sparse/cursor.cuh).
  */
 export function sparseKernelName(plan: SparsePlan, format: SparseFormat = "V32", extra = false): KernelName {
-  if (format === "MODEL1" && plan === "h16x") throw new ArgumentError("sparseKernelName", "plan", '"m64" or "h128x" with the MODEL1 format', '"h16x"');
   const base = format === "MODEL1" ? `sparse_${plan}_model1` : `sparse_${plan}_bf16`;
-  // The h16x-over-MODEL1 names were refused above.
   return (extra ? `${base}_extra` : base) as KernelName;
 }
 
@@ -47,9 +45,8 @@ export function planFitsHeads(plan: SparsePlan, h_q: number): boolean {
   return plan === "m64" || (plan === "h128x" ? h_q === 128 : h_q <= H16X_MAX_HEADS);
 }
 
-/** Refuses a forced plan the call's head count (or format) cannot run. */
-export function checkPlanFitsHeads(fn: string, plan: SparsePlan, h_q: number, format: SparseFormat = "V32"): void {
-  if (plan === "h16x" && format === "MODEL1") throw new ArgumentError(fn, "overrides.sparsePlan", '"m64" or "h128x" with the MODEL1 cache (no h16x kernel reads it)', '"h16x"');
+/** Refuses a forced plan the call's head count cannot run (every plan reads both formats). */
+export function checkPlanFitsHeads(fn: string, plan: SparsePlan, h_q: number): void {
   if (plan === "h128x" && h_q !== 128) throw new ArgumentError(fn, "overrides.sparsePlan", '"h128x" only at h_q = 128 (a cluster of the two 64-head CTAs of a query token)', `h_q = ${h_q}`);
   if (plan === "h16x" && h_q > H16X_MAX_HEADS) throw new ArgumentError(fn, "overrides.sparsePlan", `"h16x" only at h_q <= ${H16X_MAX_HEADS} (the heads are wgmma's N)`, `h_q = ${h_q}`);
 }

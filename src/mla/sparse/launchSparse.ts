@@ -27,11 +27,11 @@ export function launchSparse(args: FlashMlaWithKvcacheArgs, overrides: SparseOve
   // The overrides first (no tensor needed), then the arguments; all before anything is allocated.
   const forced = checkSparsePlan(FN, overrides.sparsePlan);
   const call = validateSparseArgs(args);
-  if (forced !== undefined) checkPlanFitsHeads(FN, forced, call.h_q, call.format);
+  if (forced !== undefined) checkPlanFitsHeads(FN, forced, call.h_q);
   const { q, kCache, indices, extra, extraKCache, extraIndices } = call;
   const { stream, schedMeta: meta } = args;
   const ordinal = q.deviceOrdinal;
-  const main = loadKernel(ordinal, sparseKernelName(forced ?? chooseSparseKernel(call.h_q, call.format), call.format, extra !== undefined));
+  const main = loadKernel(ordinal, sparseKernelName(forced ?? chooseSparseKernel(call.h_q), call.format, extra !== undefined));
 
   const ws = meta.sparseWorkspace(
     FN,

@@ -49,7 +49,7 @@ test("benchTable() shows a timed v4 row with its MODEL1 kernel and cache read, a
   // Memory-bound: quoted by the FP8 cache read, N_unique · 584 B over the time.
   assert.equal(cells[5], ((cfg1.cost.nUnique! * 584) / 90e-6 / 1e9).toFixed(0));
   assert.deepEqual(cells.slice(7), ["memory", "90.9 µs, 236 TFLOPS", "≤ 90.9 µs met", "≤ 79.0 µs miss", "ok"]);
-  assert.match(text, /v4-h16 +│ sparse_m64_model1_extra .*≥ 3500 GB\/s cache (met|miss) +│ ok/);
+  assert.match(text, /v4-h16 +│ sparse_h16x_model1_extra .*≥ 3500 GB\/s cache (met|miss) +│ ok/);
   assert.doesNotMatch(text, /seed cycle budget|note:/);
 });
 

@@ -57,10 +57,12 @@ test("runBenchCase() carries dense-compute-d512's d_qk into its shape, its cost 
 });
 
 const V4 = BENCH_CASES.filter((c) => c.group === "v4");
-/** What runBenchCase says when h16x, which has no MODEL1 kernel, is forced on a v4 case. */
-const NO_H16X_MODEL1 = `not available: runBenchCase(): argument 'overrides.sparsePlan': expected "m64" or "h128x" with the MODEL1 cache (no h16x kernel reads it), got "h16x"`;
+/** The v4 cases of more than 16 heads, which h16x cannot run. */
+const V4_WIDE = V4.filter((c) => c.h_q > 16);
+/** What runBenchCase says when h16x is forced on a case of h_q > 16 heads. */
+const noH16x = (h_q: number) => `not available: runBenchCase(): argument 'overrides.sparsePlan': expected "h16x" only at h_q <= 16 (the heads are wgmma's N), got h_q = ${h_q}`;
 
-test("every v4 case names the MODEL1 kernel flashMlaWithKvcache runs for it: h128x at 128 heads, m64 otherwise", () => {
+test("every v4 case names the MODEL1 kernel flashMlaWithKvcache runs for it: h16x at 16 heads, h128x at 128, m64 otherwise", () => {
   assert.equal(V4.length, 8);
   assert.deepEqual(Object.fromEntries(V4.map((c) => [c.name, benchCaseKernel(c)])), {
     "v4-cfg1": "sparse_m64_model1_extra",
@@ -69,24 +71,24 @@ test("every v4 case names the MODEL1 kernel flashMlaWithKvcache runs for it: h12
     "v4-cfg4": "sparse_h128x_model1_extra",
     "v4-peak-h64": "sparse_m64_model1",
     "v4-peak-h128": "sparse_h128x_model1",
-    // MODEL1 has no h16x kernel: 16 heads run m64 (rows past h_q masked).
-    "v4-h16": "sparse_m64_model1_extra",
+    "v4-h16": "sparse_h16x_model1_extra",
     "v4-h32": "sparse_m64_model1_extra",
   });
   const cfg2 = benchCaseByName("v4-cfg2")!;
   assert.equal(benchCaseKernel(cfg2, { sparsePlan: "m64" }), "sparse_m64_model1_extra");
-  assert.equal(benchCaseKernel(cfg2, { sparsePlan: "h16x" }), "none");
+  // A forced plan's kernel, whether or not the head count fits it (runBenchCase says so).
+  assert.equal(benchCaseKernel(cfg2, { sparsePlan: "h16x" }), "sparse_h16x_model1_extra");
   // The V3.2 cases keep their kernels.
   assert.equal(benchCaseKernel(benchCaseByName("sparse-h16")!), "sparse_h16x_bf16");
 });
 
 test("runBenchCase() reports a forced plan a v4 case cannot run as not available, with the MODEL1 cost model, set 0's lengths and no cycle budget", () => {
-  for (const c of V4) {
+  for (const c of V4_WIDE) {
     // NO_DEVICE: any use of the device or the stream would throw.
     const r = runBenchCase(c, { overrides: { sparsePlan: "h16x" }, ...NO_DEVICE });
     assert.equal(r.status, "not-available", c.name);
-    assert.equal(r.reason, NO_H16X_MODEL1, c.name);
-    assert.equal(r.kernel, "none", c.name);
+    assert.equal(r.reason, noH16x(c.h_q), c.name);
+    assert.equal(r.kernel, benchCaseKernel(c, { sparsePlan: "h16x" }), c.name);
     assert.equal(r.group, "v4", c.name);
     assert.deepEqual(r.model, benchCaseShape(c), c.name);
     assert.deepEqual(r.cost, mlaCost(benchCaseShape(c)), c.name);
@@ -116,21 +118,22 @@ test("runBenchCase() builds a v4 case's sets on the GPU: without one it reports 
   // The host draws run; the first GPU call (the stream's device) throws, and the result says so.
   const r = runBenchCase(benchCaseByName("v4-h16")!, NO_DEVICE);
   assert.equal(r.status, "error");
-  assert.equal(r.kernel, "sparse_m64_model1_extra");
+  assert.equal(r.kernel, "sparse_h16x_model1_extra");
   assert.doesNotMatch(r.reason!, /not built|not available/);
   assert.equal(r.cycleBudget, undefined);
 });
 
-test("bench's table and record show v4 rows a forced plan cannot run: no time, FlashMLA's figure, the targets, one note", () => {
-  const rows = V4.map((c) => runBenchCase(c, { overrides: { sparsePlan: "h16x" }, ...NO_DEVICE }));
+test("bench's table and record show v4 rows a forced plan cannot run: no time, FlashMLA's figure, the targets, one note per reason", () => {
+  const rows = V4_WIDE.map((c) => runBenchCase(c, { overrides: { sparsePlan: "h16x" }, ...NO_DEVICE }));
   const text = benchTable(rows);
-  assert.match(text, /v4-cfg1 +│ none +│ n\/a +│ +│ +│ +│ +│ memory +│ 90\.9 µs, 236 TFLOPS +│ ≤ 90\.9 µs +│ ≤ 79\.0 µs +│ not available/);
-  assert.match(text, /v4-peak-h128 +│ none +│ n\/a .*│ compute +│ 2687 µs, 473 TFLOPS +│ ≤ 2687\.2 µs +│ ≤ 2336\.7 µs +│ not available/);
-  assert.match(text, /v4-h16 +│ none +│ n\/a .*│ memory +│ - +│ - +│ ≥ 3500 GB\/s cache +│ not available/);
-  assert.match(text, /v4-h32 +│ none +│ n\/a .*│ memory +│ - +│ - +│ - +│ not available/);
-  // One note for the eight, not eight notes.
-  assert.equal((text.match(/note:/g) ?? []).length, 1);
-  assert.ok(text.includes(`note: ${V4.map((c) => c.name).join(", ")}: ${NO_H16X_MODEL1}\n`));
+  assert.match(text, /v4-cfg1 +│ sparse_h16x_model1_extra +│ n\/a +│ +│ +│ +│ +│ memory +│ 90\.9 µs, 236 TFLOPS +│ ≤ 90\.9 µs +│ ≤ 79\.0 µs +│ not available/);
+  assert.match(text, /v4-peak-h128 +│ sparse_h16x_model1 +│ n\/a .*│ compute +│ 2687 µs, 473 TFLOPS +│ ≤ 2687\.2 µs +│ ≤ 2336\.7 µs +│ not available/);
+  assert.match(text, /v4-h32 +│ sparse_h16x_model1_extra +│ n\/a .*│ memory +│ - +│ - +│ - +│ not available/);
+  // One note per reason (head count), not one per row.
+  assert.equal((text.match(/note:/g) ?? []).length, 3);
+  assert.ok(text.includes(`note: v4-cfg1, v4-cfg3, v4-peak-h64: ${noH16x(64)}\n`));
+  assert.ok(text.includes(`note: v4-cfg2, v4-cfg4, v4-peak-h128: ${noH16x(128)}\n`));
+  assert.ok(text.includes(`note: v4-h32: ${noH16x(32)}\n`));
   assert.doesNotMatch(text, /sparse rows:|seed cycle budget/);
 
   const t = timingStats([1]);
@@ -149,7 +152,7 @@ test("bench's table and record show v4 rows a forced plan cannot run: no time, F
     results: rows,
   })));
   const cfg1 = record.results[0];
-  assert.deepEqual([cfg1.case, cfg1.group, cfg1.kernel, cfg1.status, cfg1.reason], ["v4-cfg1", "v4", "none", "not-available", NO_H16X_MODEL1]);
+  assert.deepEqual([cfg1.case, cfg1.group, cfg1.kernel, cfg1.status, cfg1.reason], ["v4-cfg1", "v4", "sparse_h16x_model1_extra", "not-available", noH16x(64)]);
   assert.deepEqual([cfg1.flop, cfg1.bytes, cfg1.nAttended, cfg1.nUnique, cfg1.bound], [21_474_836_480, 127_966_208, 163_840, 161_664, "memory"]);
   assert.equal(cfg1.usMedian, undefined);
   assert.equal(cfg1.anchor.timeUs, 90.9);

@@ -89,7 +89,7 @@ test("flashmla bench --list names every case with the kernel that serves it and 
     /v4-cfg4 +sparse +sparse_h128x_model1_extra +b=128 h_q=128 s_q=2 .* topk 1024 \(valid U\[0, 1024\]\) +\(compute\)$/m,
     /v4-peak-h64 +sparse +sparse_m64_model1 +b=148 h_q=64 s_q=2 s_k ~32768 varlen topk 16384 +\(compute\)$/m,
     /v4-peak-h128 +sparse +sparse_h128x_model1 +b=148 h_q=128 s_q=2 s_k ~32768 varlen topk 16384 +\(compute\)$/m,
-    /v4-h16 +sparse +sparse_m64_model1_extra +b=128 h_q=16 .* +\(memory\)$/m,
+    /v4-h16 +sparse +sparse_h16x_model1_extra +b=128 h_q=16 .* +\(memory\)$/m,
     /v4-h32 +sparse +sparse_m64_model1_extra +b=128 h_q=32 .* +\(memory\)$/m,
   ]) {
     assert.match(r.out, line);

@@ -13,10 +13,10 @@ import { uploadSparseCase } from "../../../src/testing/gpuSparseCase.js";
 import { describeGpu } from "../../helpers/gpu.js";
 import { checkModel1AgainstCpu as check, uploadModel1Case as uploadCase } from "../../helpers/model1Check.js";
 
-/** m64 (every head count) and, at 128 heads, the crossover plan the API picks. */
+/** m64 (every head count) and, where the API picks another plan (h128x at 128 heads, h16x at 16 or fewer), that one. */
 function checkPlans(opts: Model1CaseOptions, sampleRows = 0): void {
   check(opts, sampleRows, "m64");
-  if (opts.h_q === 128) check(opts, sampleRows);
+  if (opts.h_q === 128 || opts.h_q <= 16) check(opts, sampleRows);
 }
 
 describeGpu("DeepSeek-V4 (MODEL1) sparse decode on the GPU", () => {
@@ -80,22 +80,31 @@ describeGpu("the fp32 GPU reference over MODEL1 and a second cache", () => {
         u.dispose();
       }
     }
-    // Every element of both plans' output at 128 heads against the fp32 GPU reference.
-    const c = makeModel1Case({ seed: 1210, b: 8, s_q: 2, h_q: 128, s_k: 4000, topk: 512, pageBlockSize: 64, extra: { s_k: 2000, topk: 256, pageBlockSize: 2, topkLengthRandom: true }, sink: true });
-    const u = uploadCase(c);
-    const ref = mlaSparseReferenceGpu({ ...u.args, out: undefined, lse: undefined });
-    try {
-      for (const sparsePlan of ["m64", "h128x"] as const) {
-        const meta = getMlaMetadata();
-        u.poison();
-        const got = decodeWithOverrides({ ...u.args, schedMeta: meta }, { sparsePlan });
-        assertClose(bf16ArrayToF32(got.out.toHost().host as Uint16Array), ref.out.toHost().host as Float32Array, SPARSE_OUT_TOL, { shape: [8, 2, 128, 512], name: `out vs fp32 GPU reference (${sparsePlan})`, roundReferenceTo: "bf16" });
-        assertClose(got.lse.toHost().host as Float32Array, ref.lse.toHost().host as Float32Array, { abs: 1e-5, rel: 8.01 / 65536 }, { name: `lse vs fp32 GPU reference (${sparsePlan})` });
-        meta.dispose();
+    // Every element of each plan's output against the fp32 GPU reference: m64 and h128x at 128 heads,
+    // m64 and h16x at 16 (and h16x at 8).
+    const larger: [Model1CaseOptions, ("m64" | "h128x" | "h16x")[]][] = [
+      [{ seed: 1210, b: 8, s_q: 2, h_q: 128, s_k: 4000, topk: 512, pageBlockSize: 64, extra: { s_k: 2000, topk: 256, pageBlockSize: 2, topkLengthRandom: true }, sink: true }, ["m64", "h128x"]],
+      [{ seed: 1211, b: 16, s_q: 2, h_q: 16, s_k: 8000, topk: 1024, pageBlockSize: 256, extra: { s_k: 3000, topk: 320, pageBlockSize: 2, topkLengthRandom: true }, sink: true }, ["m64", "h16x"]],
+      [{ seed: 1212, b: 5, s_q: 1, h_q: 8, s_k: 30000, topk: 8192, pageBlockSize: 64, invalidFraction: 0.05 }, ["h16x"]],
+    ];
+    for (const [opts, plans] of larger) {
+      const c = makeModel1Case(opts);
+      const u = uploadCase(c);
+      const ref = mlaSparseReferenceGpu({ ...u.args, out: undefined, lse: undefined });
+      try {
+        for (const sparsePlan of plans) {
+          const meta = getMlaMetadata();
+          u.poison();
+          const got = decodeWithOverrides({ ...u.args, schedMeta: meta }, { sparsePlan });
+          const name = `${sparsePlan} at ${opts.h_q} heads`;
+          assertClose(bf16ArrayToF32(got.out.toHost().host as Uint16Array), ref.out.toHost().host as Float32Array, SPARSE_OUT_TOL, { shape: [opts.b, opts.s_q, opts.h_q, 512], name: `out vs fp32 GPU reference (${name})`, roundReferenceTo: "bf16" });
+          assertClose(got.lse.toHost().host as Float32Array, ref.lse.toHost().host as Float32Array, { abs: 1e-5, rel: 8.01 / 65536 }, { name: `lse vs fp32 GPU reference (${name})` });
+          meta.dispose();
+        }
+      } finally {
+        ref.out.dispose(); ref.lse.dispose();
+        u.dispose();
       }
-    } finally {
-      ref.out.dispose(); ref.lse.dispose();
-      u.dispose();
     }
   });
 });
@@ -136,7 +145,7 @@ describeGpu("the second cache with the V32 format", () => {
 });
 
 describeGpu("MODEL1 argument checks on the GPU path", () => {
-  test("refuses a second cache of the other format, extraTopkLength without extraKCache, and the h16x plan, by name", () => {
+  test("refuses a second cache of the other format and extraTopkLength without extraKCache, by name", () => {
     const c = makeModel1Case({ seed: 1100, b: 2, s_q: 1, h_q: 16, s_k: 100, topk: 64, pageBlockSize: 64, extra: { s_k: 100, topk: 64, pageBlockSize: 64 } });
     const u = uploadCase(c);
     const meta = getMlaMetadata();
@@ -148,7 +157,6 @@ describeGpu("MODEL1 argument checks on the GPU path", () => {
       const named = (arg: string, re: RegExp) => (e: unknown) => e instanceof ArgumentError && e.argument === arg && re.test(e.message);
       assert.throws(() => flashMlaWithKvcache({ ...u.args, extraKCache: v32Cache, schedMeta: meta }), named("extraKCache", /584/));
       assert.throws(() => flashMlaWithKvcache({ ...u.args, extraKCache: undefined, extraIndices: undefined, extraTopkLength: lengths, schedMeta: meta }), named("extraTopkLength", /without extraKCache/));
-      assert.throws(() => decodeWithOverrides({ ...u.args, schedMeta: meta }, { sparsePlan: "h16x" }), named("overrides.sparsePlan", /MODEL1/));
       assert.equal(meta.initialized, false);
     } finally {
       held.forEach((t) => t.dispose());

@@ -15,8 +15,8 @@ import { countAttended, drawCustomSink, drawFuzzTopkLength, drawTokensPerRequest
 import { padded } from "../../helpers/strided.js";
 
 // Seeded random DeepSeek-V4 (MODEL1) sparse decode configurations through flashMlaWithKvcache against
-// the float64 CPU reference, every element of out and lse: every native head count (at 128 both the
-// API's h128x plan and a forced m64 on the same upload), topk 1 to 600 (tiny, around multiples of 64,
+// the float64 CPU reference, every element of out and lse: every native head count (at 128 and at 16
+// or fewer both the API's plan, h128x or h16x, and a forced m64 on the same upload), topk 1 to 600 (tiny, around multiples of 64,
 // not multiples of 64) for each of the two caches, page sizes 1 to 300 (1, 2, 64 and 256 among them)
 // for each cache, a second cache in about half the cases, varlen requests shorter than topk (rows
 // padded with -1), invalid (-1), repeated and out-of-range ids, topkLength and extraTopkLength with 0,
@@ -38,7 +38,7 @@ const REFERENCE_BUDGET = 200e6;
 const DEQUANT_COST = 2_000;
 /** Reference work per (row, index entry): 512 multiply-adds for the score, 512 for the output. */
 const ROW_COST = 1_024;
-// 128 twice: its cases run two plans, and it is the head count of V4 without tensor parallelism.
+// 128 twice: it is the head count of V4 without tensor parallelism.
 const HEAD_COUNTS = [8, 16, 32, 64, 128, 128] as const;
 const PAGE_BLOCK_SIZES = [1, 2, 3, 61, 64, 65, 128, 256, 257, 300] as const;
 const SPECIAL_TOPKS = [1, 2, 3, 7, 63, 64, 65, 127, 128, 129, 191, 192, 193, 255, 256, 257, 383, 511, 512, 513, 599, 600] as const;
@@ -126,9 +126,9 @@ function referenceCost(f: Model1FuzzCase): number {
   return f.b * f.s_q * (f.main.topk + (f.extra?.topk ?? 0)) * (DEQUANT_COST + f.h_q * ROW_COST);
 }
 
-/** At 128 heads the API runs h128x; m64 runs every head count, so both are checked there. */
+/** At 128 heads the API runs h128x, at 16 or fewer h16x; m64 runs every head count, so both are checked there. */
 function plansOf(f: Model1FuzzCase): Model1FuzzPlan[] {
-  return f.h_q === 128 ? ["default", "m64"] : ["default"];
+  return f.h_q === 128 || f.h_q <= 16 ? ["default", "m64"] : ["default"];
 }
 
 function describeList(l: Model1FuzzList): string {

@@ -40,15 +40,36 @@ __device__ __forceinline__ void init_barriers(Smem& sm) {
 
 namespace h16x {
 
-constexpr int Q_TILES = D_QK / 64;  // 8 f16 tiles (NoPE, permuted) + 1 bf16 tile (RoPE, permuted)
-constexpr int PT_TILES = 4;         // Pᵀ per scale group (P·V multiplies the scales into Pᵀ)
+// How h16x stages a format's tokens and tiles its operands.
+template <class Fmt>
+struct Geometry;
+// V3.2: each token's 656 bytes as stored. Q: 8 f16 tiles (NoPE, permuted) + 1 bf16 tile (RoPE); Pᵀ: one
+// tile per 128-dim scale group (P·V multiplies the scales into Pᵀ).
+template <>
+struct Geometry<V32> {
+  static constexpr int TOKEN_STRIDE = V32::TOKEN_BYTES;
+  static constexpr int Q_TILES = V32::QK_TILES;
+  static constexpr int PT_TILES = V32::NUM_SCALES;
+};
+// MODEL1: a token's 576 data bytes (one bulk copy), then its 8-byte scale record (the producer lane's
+// own store) and 8 bytes of padding. 592 = 148 words, 20 mod 32 banks: the P·V loads of tokens 2q
+// (q = 0..3) fall in four different bank octets, where 576 (16 mod 32) put all four in the same one.
+// Q: 7 f16 NoPE tiles + the bf16 RoPE tile; Pᵀ: one tile per 64-dim scale tile and one for RoPE.
+template <>
+struct Geometry<Model1> {
+  static constexpr int RECORD_AT = Model1::DATA_BYTES;
+  static constexpr int TOKEN_STRIDE = RECORD_AT + Model1::RECORD_BYTES + 8;
+  static constexpr int Q_TILES = Model1::QK_TILES;
+  static constexpr int PT_TILES = Model1::QK_TILES;
+};
+static_assert(Geometry<Model1>::TOKEN_STRIDE % 16 == 0, "bulk copies land on 16-byte boundaries");
 
 // The tokens stay as stored in the cache; the consumers read their bytes into wgmma's A fragments.
 template <class Fmt>
 struct __align__(1024) Smem {
-  uint8_t raw[STAGES][64 * Fmt::TOKEN_BYTES];  // a block's tokens as stored in the cache
-  uint8_t q[Q_TILES * H16_TILE];               // 1024-aligned: a stage is 41 x 1024 bytes
-  uint8_t pt[2][PT_TILES][H16_TILE];           // Pᵀ of each consumer warpgroup
+  uint8_t raw[STAGES][64 * Geometry<Fmt>::TOKEN_STRIDE];  // a block's tokens as stored in the cache
+  uint8_t q[Geometry<Fmt>::Q_TILES * H16_TILE];           // 1024-aligned: a stage is 41 (V32) or 37 (MODEL1) x 1024 bytes
+  uint8_t pt[2][Geometry<Fmt>::PT_TILES][H16_TILE];       // Pᵀ of each consumer warpgroup
   float merge_ot[32 * 128];                    // WG1's Oᵀ tiles 0-3 at a request's end (tiles 4-7 go to pt)
   float red[2][4][H16_ROWS];
   float merge_ml[2][H16_ROWS];                 // WG1's m and L
@@ -59,9 +80,9 @@ struct __align__(1024) Smem {
 };
 template <class Fmt>
 constexpr int smem_bytes = sizeof(Smem<Fmt>) + 1024;
-static_assert(smem_bytes<V32> <= MAX_SMEM_BYTES, "fits the opt-in shared memory of an H100/H200 SM");
-static_assert((64 * V32::TOKEN_BYTES) % 1024 == 0, "the stages keep sQ and Pᵀ 1024-aligned");
-static_assert(sizeof(Smem<V32>::pt) >= 4 * 128 * 4 * 8, "Oᵀ tiles 4-7 fit in Pᵀ at a request's end");
+static_assert(smem_bytes<V32> <= MAX_SMEM_BYTES && smem_bytes<Model1> <= MAX_SMEM_BYTES, "fits the opt-in shared memory of an H100/H200 SM");
+static_assert((64 * Geometry<V32>::TOKEN_STRIDE) % 1024 == 0 && (64 * Geometry<Model1>::TOKEN_STRIDE) % 1024 == 0, "the stages keep sQ and Pᵀ 1024-aligned");
+static_assert(sizeof(Smem<V32>::pt) >= 4 * 128 * 4 * 8 && sizeof(Smem<Model1>::pt) >= 4 * 128 * 4 * 8, "Oᵀ tiles 4-7 fit in Pᵀ at a request's end");
 
 template <class Fmt>
 __device__ __forceinline__ void init_barriers(Smem<Fmt>& sm) {

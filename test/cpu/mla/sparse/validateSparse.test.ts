@@ -10,6 +10,7 @@ import { Tensor } from "../../../../src/runtime/Tensor.js";
 import { validateDenseArgs } from "../../../../src/mla/dense/validateDense.js";
 import { type FlashMlaWithKvcacheArgs } from "../../../../src/mla/args.js";
 import { SPARSE_HEAD_COUNTS } from "../../../../src/mla/contract/shape.js";
+import { KERNEL_REGISTRY } from "../../../../src/mla/contract/kernelRegistry.js";
 import { makeSparseCase } from "../../../../src/testing/sparseCase.js";
 import { makeModel1Case } from "../../../../src/testing/model1Case.js";
 import { model1PageBytes } from "../../../../src/numeric/kvCacheModel1.js";
@@ -258,12 +259,14 @@ test("chooseSparseKernel(): h128x at 128 heads, h16x at 8 and 16, m64 between", 
   assert.deepEqual(SPARSE_HEAD_COUNTS.map((h) => sparseKernelName(chooseSparseKernel(h))), ["sparse_h16x_bf16", "sparse_h16x_bf16", "sparse_m64_bf16", "sparse_m64_bf16", "sparse_h128x_bf16"]);
 });
 
-test("chooseSparseKernel(): MODEL1 runs m64 below 128 heads (no h16x kernel reads it) and h128x at 128", () => {
-  assert.deepEqual(SPARSE_HEAD_COUNTS.map((h) => sparseKernelName(chooseSparseKernel(h, "MODEL1"), "MODEL1")), ["sparse_m64_model1", "sparse_m64_model1", "sparse_m64_model1", "sparse_m64_model1", "sparse_h128x_model1"]);
+test("chooseSparseKernel(): MODEL1 takes the same plans, its own kernels", () => {
+  assert.deepEqual(SPARSE_HEAD_COUNTS.map((h) => sparseKernelName(chooseSparseKernel(h), "MODEL1")), ["sparse_h16x_model1", "sparse_h16x_model1", "sparse_m64_model1", "sparse_m64_model1", "sparse_h128x_model1"]);
   // With a second cache, the kernels compiled with the second list's bookkeeping.
-  assert.deepEqual(SPARSE_HEAD_COUNTS.map((h) => sparseKernelName(chooseSparseKernel(h, "MODEL1"), "MODEL1", true)), ["sparse_m64_model1_extra", "sparse_m64_model1_extra", "sparse_m64_model1_extra", "sparse_m64_model1_extra", "sparse_h128x_model1_extra"]);
+  assert.deepEqual(SPARSE_HEAD_COUNTS.map((h) => sparseKernelName(chooseSparseKernel(h), "MODEL1", true)), ["sparse_h16x_model1_extra", "sparse_h16x_model1_extra", "sparse_m64_model1_extra", "sparse_m64_model1_extra", "sparse_h128x_model1_extra"]);
   assert.deepEqual(SPARSE_HEAD_COUNTS.map((h) => sparseKernelName(chooseSparseKernel(h), "V32", true)), ["sparse_h16x_bf16_extra", "sparse_h16x_bf16_extra", "sparse_m64_bf16_extra", "sparse_m64_bf16_extra", "sparse_h128x_bf16_extra"]);
-  assert.throws(() => checkPlanFitsHeads("f", "h16x", 16, "MODEL1"), (e: unknown) => e instanceof ArgumentError && e.argument === "overrides.sparsePlan" && /MODEL1/.test(e.message));
+  // Every registry name the plans and formats make exists.
+  for (const plan of ["m64", "h128x", "h16x"] as const)
+    for (const format of ["V32", "MODEL1"] as const) for (const extra of [false, true]) assert.ok(sparseKernelName(plan, format, extra) in KERNEL_REGISTRY, `${plan} ${format} ${extra}`);
 });
 
 test("a forced plan is refused where the head count does not fit it, naming the count", () => {

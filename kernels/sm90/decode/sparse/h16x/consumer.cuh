@@ -6,6 +6,7 @@
 #include "../cursor.cuh"
 #include "../epilogue.cuh"
 #include "mma.cuh"
+#include "model1.cuh"
 
 namespace mla::sparse::h16x {
 
@@ -71,8 +72,10 @@ __device__ __forceinline__ void merge_take(float (&m)[4], float (&L)[4], float (
   }
 }
 
-// WG0's rows of a finished request: thread (warp, lane) holds dims dim_off .. + 3 of each 128-dim group
-// of its 4 columns (heads); out and lse, or the split partials (epilogue.cuh).
+// WG0's rows of a finished request: thread (warp, lane) holds, of its 4 columns (heads), dims dim_off ..
+// + 3 of each 128-dim group (V32) or dim_off, + 1 of each 64-dim m-tile (MODEL1); out and lse, or the
+// split partials (epilogue.cuh).
+template <class Fmt>
 __device__ __forceinline__ void store_heads(const SparseParams& p, const float (&ot)[8][8], const float (&m)[4], const float (&L)[4], int req, int s_idx,
                                             bool is_split, int slot, int warp, int lane, int dim_off) {
 #pragma unroll
@@ -84,18 +87,26 @@ __device__ __forceinline__ void store_heads(const SparseParams& p, const float (
     if (!is_split) {
       const float inv = unsplit_inv(p, head, L[j], m[j]) * OT_UNDO;
       uint16_t* out = static_cast<uint16_t*>(p.out) + ((static_cast<long long>(req) * p.s_q + s_idx) * p.h_q + head) * D_V;
+      if constexpr (cuda::std::is_same_v<Fmt, Model1>) {
+        store_dims_m1(ot, e0, inv, out, nullptr, dim_off);
+      } else {
 #pragma unroll
-      for (int g = 0; g < 4; ++g)
-        *reinterpret_cast<uint2*>(out + 128 * g + dim_off) =
-            make_uint2(ptx::pack2<ptx::bf16_t>(ot[2 * g][e0] * inv, ot[2 * g][e1] * inv), ptx::pack2<ptx::bf16_t>(ot[2 * g + 1][e0] * inv, ot[2 * g + 1][e1] * inv));
+        for (int g = 0; g < 4; ++g)
+          *reinterpret_cast<uint2*>(out + 128 * g + dim_off) =
+              make_uint2(ptx::pack2<ptx::bf16_t>(ot[2 * g][e0] * inv, ot[2 * g][e1] * inv), ptx::pack2<ptx::bf16_t>(ot[2 * g + 1][e0] * inv, ot[2 * g + 1][e1] * inv));
+      }
       if (warp == 0 && lane < 4) p.lse[(static_cast<long long>(req) * p.h_q + head) * p.s_q + s_idx] = empty ? INFINITY : (__log2f(L[j]) + m[j]) * LN2;
     } else {
       const float inv = empty ? 0.0f : OT_UNDO / L[j];
       const long long row = static_cast<long long>(slot) * p.s_q * p.h_q + s_idx * p.h_q + head;
       float* oa = p.o_accum + row * D_V;
+      if constexpr (cuda::std::is_same_v<Fmt, Model1>) {
+        store_dims_m1(ot, e0, inv, nullptr, oa, dim_off);
+      } else {
 #pragma unroll
-      for (int g = 0; g < 4; ++g)
-        *reinterpret_cast<float4*>(oa + 128 * g + dim_off) = make_float4(ot[2 * g][e0] * inv, ot[2 * g][e1] * inv, ot[2 * g + 1][e0] * inv, ot[2 * g + 1][e1] * inv);
+        for (int g = 0; g < 4; ++g)
+          *reinterpret_cast<float4*>(oa + 128 * g + dim_off) = make_float4(ot[2 * g][e0] * inv, ot[2 * g][e1] * inv, ot[2 * g + 1][e0] * inv, ot[2 * g + 1][e1] * inv);
+      }
       if (warp == 0 && lane < 4) p.lse_accum[row] = empty ? -INFINITY : __log2f(L[j]) + m[j];
     }
   }
@@ -105,11 +116,12 @@ __device__ __forceinline__ void store_heads(const SparseParams& p, const float (
 // blocks, then WG1's m, L and Oᵀ merged into WG0's, which stores the rows.
 template <class Fmt, bool EXTRA>
 __device__ __forceinline__ void consumer(const SparseParams& p, Smem<Fmt>& sm, const SchedMeta& meta, int s_idx, int wg) {
+  constexpr bool M1_TOKENS = cuda::std::is_same_v<Fmt, Model1>;  // model1.cuh's operands, else V3.2's
   const int tid = threadIdx.x - 128 * wg, warp = tid / 32, lane = tid % 32;
   const uint32_t bar = BAR_WG0 + wg;
   float (&red)[4][H16_ROWS] = sm.red[wg];
   const uint32_t q_base = ptx::smem_addr(sm.q), pt_base = ptx::smem_addr(sm.pt[wg]);
-  const int dim_off = 4 * (8 * warp + lane / 4);  // Oᵀ's rows are permuted: pv's layout
+  const int dim_off = M1_TOKENS ? dim_off_m1(warp, lane) : 4 * (8 * warp + lane / 4);  // Oᵀ's rows are permuted: pv's layout
   float* const merge_hi = reinterpret_cast<float*>(sm.pt);  // Oᵀ tiles 4-7
   int it = 0;
   for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
@@ -117,7 +129,8 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem<Fmt>& sm, c
     const int end_blk = piece_end_block(meta, req, walk_length<EXTRA>(p, req));
     const bool is_split = piece_is_split(meta, req);
     ptx::named_barrier_sync(BAR_ALL, CONSUMER_THREADS);  // the previous request is done with sQ and the merge space
-    load_q(p, sm, req, s_idx, threadIdx.x);
+    if constexpr (M1_TOKENS) load_q_m1(p, sm, req, s_idx, threadIdx.x);
+    else load_q(p, sm, req, s_idx, threadIdx.x);
     ptx::fence_proxy_async_smem();
     ptx::named_barrier_sync(BAR_ALL, CONSUMER_THREADS);
     float qx[4];
@@ -131,11 +144,19 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem<Fmt>& sm, c
       ptx::mbarrier_wait(&sm.full[stage], (it / STAGES) & 1);
       const uint8_t* sb = sm.raw[stage];
       float st[8], mx[4];
-      float4 sc[2];
-      qk<Fmt>(st, sc, sb, q_base, warp, lane, qx);
-      mask(st, mx, sm.valid[stage], p.scale_log2, warp, lane);
-      vote_softmax(st, mx, m, l, ot, red, warp, lane, bar, [&](const float (&v)[8]) { store_pt_scaled(v, sc, pt_base, warp, lane); });
-      pv<Fmt>(ot, sb, pt_base, warp, lane);
+      if constexpr (M1_TOKENS) {
+        uint2 rec[2];
+        qk_m1(st, rec, sb, q_base, warp, lane, qx);
+        mask(st, mx, sm.valid[stage], p.scale_log2, warp, lane);
+        vote_softmax(st, mx, m, l, ot, red, warp, lane, bar, [&](const float (&v)[8]) { store_pt_m1(v, rec, pt_base, warp, lane); });
+        pv_m1(ot, sb, pt_base, warp, lane);
+      } else {
+        float4 sc[2];
+        qk<Fmt>(st, sc, sb, q_base, warp, lane, qx);
+        mask(st, mx, sm.valid[stage], p.scale_log2, warp, lane);
+        vote_softmax(st, mx, m, l, ot, red, warp, lane, bar, [&](const float (&v)[8]) { store_pt_scaled(v, sc, pt_base, warp, lane); });
+        pv<Fmt>(ot, sb, pt_base, warp, lane);
+      }
       // Every warp's reads of Pᵀ are done before any rewrites it; every thread releases the stage itself
       // (racecheck orders a thread's reads before the producers' next copy only through its own arrival).
       ptx::named_barrier_sync(bar, 128);
@@ -167,7 +188,7 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem<Fmt>& sm, c
     if (wg == 1) continue;
     merge_take(m, L, ot, sm.merge_ml[0], sm.merge_ml[1], sm.merge_ot, merge_hi, tid, lane);
     const int slot = p.num_splits[req] + (req == meta.begin_req_idx ? meta.begin_split_idx : 0);  // the piece's split slot
-    store_heads(p, ot, m, L, req, s_idx, is_split, slot, warp, lane, dim_off);
+    store_heads<Fmt>(p, ot, m, L, req, s_idx, is_split, slot, warp, lane, dim_off);
   }
 }
 

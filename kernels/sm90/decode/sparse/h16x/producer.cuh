@@ -1,7 +1,9 @@
 // h16x's producers only move bytes: each token lands by one cp.async.bulk in a STAGES-deep ring (no
 // registers, no L1 fill, no conversion), so the gathers in flight are bounded by shared memory, not by
 // the issuing threads. (Gathering part of the tokens with cp.async instead, four lanes or a warp a
-// token, was slower.)
+// token, was slower.) A MODEL1 token is two pieces: its data by the bulk copy, its 8-byte scale record
+// (in the page's footer; a bulk copy moves multiples of 16 bytes) loaded by the lane one block ahead
+// and stored after the data's place.
 #pragma once
 #include "../cursor.cuh"
 #include "../smem.h"
@@ -24,16 +26,24 @@ __device__ __forceinline__ void producer(const SparseParams& p, Smem<Fmt>& sm, c
   bool has_nxt = cursor_valid(meta, ahead);
   int slot_nxt = cursor_slot<EXTRA>(p, meta, ahead, s_idx, my_token);
   cursor_next<EXTRA>(p, meta, ahead);
+  constexpr bool RECORDS = cuda::std::is_same_v<Fmt, Model1>;
+  constexpr int STRIDE = Geometry<Fmt>::TOKEN_STRIDE;
+  // MODEL1: the current block's record, loaded an iteration before it is stored (a load waited for at
+  // once would hold the lane a memory round trip per block).
+  uint2 record = make_uint2(0, 0);
+  if constexpr (RECORDS) {
+    if (lane < 8 && slot_cur >= 0) record = Fmt::load_scales(Fmt::locate(token_place<EXTRA>(p, slot_cur)));
+  }
   for (int it = 0; has_cur; ++it) {
     const bool has_ahead = cursor_valid(meta, ahead);
     const PendingSlot pending = cursor_index<EXTRA>(p, meta, ahead, s_idx, my_token);  // block it + 2
     const int stage = it % STAGES;
     ptx::mbarrier_wait(&sm.empty[stage], ((it / STAGES) & 1) ^ 1);
     const bool mine = lane < 8, valid = slot_cur >= 0;
-    uint8_t* row = sm.raw[stage] + my_token * Fmt::TOKEN_BYTES;
+    uint8_t* row = sm.raw[stage] + my_token * STRIDE;
     if (mine && !valid) {
 #pragma unroll 1
-      for (int c = 0; c < Fmt::TOKEN_BYTES / 16; ++c) reinterpret_cast<uint4*>(row)[c] = make_uint4(0, 0, 0, 0);
+      for (int c = 0; c < STRIDE / 16; ++c) reinterpret_cast<uint4*>(row)[c] = make_uint4(0, 0, 0, 0);
       ptx::fence_proxy_async_smem();  // before a later bulk copy into the same row
     }
     if (mine) sm.valid[stage][my_token] = valid ? 1 : 0;
@@ -41,11 +51,22 @@ __device__ __forceinline__ void producer(const SparseParams& p, Smem<Fmt>& sm, c
     // bytes: racecheck orders a thread's writes, a bulk copy's too, before the consumers' reads only
     // through that thread's own arrival. A copy that lands before the arrival's expect_tx leaves the
     // barrier's tx-count negative with the arrival pending, so the phase cannot complete early.
-    if (mine && valid) {
-      ptx::bulk_copy_global_to_smem(ptx::smem_addr(row), Fmt::token(token_place<EXTRA>(p, slot_cur)), Fmt::TOKEN_BYTES, &sm.full[stage]);
-      ptx::mbarrier_arrive_expect_tx(&sm.full[stage], Fmt::TOKEN_BYTES);
-    } else if (mine) {
-      ptx::mbarrier_arrive(&sm.full[stage]);
+    if constexpr (RECORDS) {
+      if (mine && valid) {
+        ptx::bulk_copy_global_to_smem(ptx::smem_addr(row), Fmt::locate(token_place<EXTRA>(p, slot_cur)).data, Fmt::DATA_BYTES, &sm.full[stage]);
+        *reinterpret_cast<uint2*>(row + Geometry<Fmt>::RECORD_AT) = record;
+        ptx::mbarrier_arrive_expect_tx(&sm.full[stage], Fmt::DATA_BYTES);
+      } else if (mine) {
+        ptx::mbarrier_arrive(&sm.full[stage]);
+      }
+      if (mine && slot_nxt >= 0) record = Fmt::load_scales(Fmt::locate(token_place<EXTRA>(p, slot_nxt)));
+    } else {
+      if (mine && valid) {
+        ptx::bulk_copy_global_to_smem(ptx::smem_addr(row), Fmt::token(token_place<EXTRA>(p, slot_cur)), Fmt::TOKEN_BYTES, &sm.full[stage]);
+        ptx::mbarrier_arrive_expect_tx(&sm.full[stage], Fmt::TOKEN_BYTES);
+      } else if (mine) {
+        ptx::mbarrier_arrive(&sm.full[stage]);
+      }
     }
     slot_cur = slot_nxt;
     slot_nxt = slot_of<EXTRA>(p, pending);
