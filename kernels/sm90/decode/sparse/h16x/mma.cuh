@@ -42,23 +42,10 @@ __device__ __forceinline__ void qk(float (&st)[8], float4 (&sc)[2], const uint8_
     }
     ptx::wgmma_commit();
   }
-  const int rope = Fmt::ROPE_OFFSET + 32 * q4;  // thread q's 16 RoPE dims
-  const uint4 r00 = *reinterpret_cast<const uint4*>(t0 + rope), r01 = *reinterpret_cast<const uint4*>(t0 + rope + 16);
-  const uint4 r10 = *reinterpret_cast<const uint4*>(t1 + rope), r11 = *reinterpret_cast<const uint4*>(t1 + rope + 16);
+  const RopeRows rope = load_rope(t0, t1, Fmt::ROPE_OFFSET, q4);
   // RoPE's four k-steps, in a retired set of A fragments (a separate array spilled at 224 registers).
   ptx::wgmma_wait<D - 1>();
-  uint32_t (&ar)[4][4] = a[(32 / KS) % D];
-#pragma unroll
-  for (int ks = 0; ks < 4; ++ks) {
-    const uint4& x0 = ks < 2 ? r00 : r01;
-    const uint4& x1 = ks < 2 ? r10 : r11;
-    const int w = 2 * (ks % 2);
-    ar[ks][0] = word(x0, w), ar[ks][1] = word(x1, w), ar[ks][2] = word(x0, w + 1), ar[ks][3] = word(x1, w + 1);
-  }
-  ptx::wgmma_fence();
-#pragma unroll
-  for (int ks = 0; ks < 4; ++ks) ptx::wgmma_m64n16k16_rs<ptx::bf16_t>(accr, ar[ks], q_desc(8 * H16_TILE + ks * 32), ks != 0);
-  ptx::wgmma_commit();
+  qk_rope(accr, a[(32 / KS) % D], rope, q_base, Fmt::ROPE_TILE * H16_TILE);
   const float4 s0 = *reinterpret_cast<const float4*>(t0 + Fmt::SCALE_OFFSET), s1 = *reinterpret_cast<const float4*>(t1 + Fmt::SCALE_OFFSET);
   ptx::wgmma_wait<0>();
 #pragma unroll

@@ -53,13 +53,7 @@ __device__ __forceinline__ void load_q_m1(const SparseParams& p, Smem<Model1>& s
   float amax = 0.0f;
 #pragma unroll
   for (int i = 0; i < PER; ++i) amax = fmaxf(amax, fabsf(value(i)));
-#pragma unroll
-  for (int o = 1; o < 16; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
-  // k: the head's largest |q| times 2^-k in [2^14, 2^15) (as V3.2's load_q), clamped.
-  const int e = amax > 0.0f ? static_cast<int>((__float_as_uint(amax) >> 23) & 0xFF) - 127 : 14;
-  const int k = max(-100, min(100, e - 14));
-  const float down = __uint_as_float(static_cast<uint32_t>(127 - k) << 23);
-  if (part == 0) sm.qexp[head] = __uint_as_float(static_cast<uint32_t>(127 + k) << 23);
+  const float down = q_down_scale(amax, &sm.qexp[head], part);
 #pragma unroll
   for (int i = 0; i < PER; ++i) {
     const int c = nope_col_m1(PER * part + i);
@@ -114,24 +108,11 @@ __device__ __forceinline__ void qk_m1(float (&st)[8], uint2 (&rec)[2], const uin
     for (int s = 0; s < 4; ++s) ptx::wgmma_m64n16k16_rs<ptx::fp16_t>(acc[g % D], a[g % D][s], q_desc(g * H16_TILE + s * 32), s != 0);
     ptx::wgmma_commit();
   }
-  const int rope = Model1::ROPE_OFFSET + 32 * q4;  // thread q's 16 RoPE dims
-  const uint4 r00 = *reinterpret_cast<const uint4*>(t0 + rope), r01 = *reinterpret_cast<const uint4*>(t0 + rope + 16);
-  const uint4 r10 = *reinterpret_cast<const uint4*>(t1 + rope), r11 = *reinterpret_cast<const uint4*>(t1 + rope + 16);
+  const RopeRows rope = load_rope(t0, t1, Model1::ROPE_OFFSET, q4);
   ptx::wgmma_wait<D - 1>();  // every group but the last retired
 #pragma unroll
   for (int g = G - D; g < G - 1; ++g) fold(g);
-  uint32_t (&ar)[4][4] = a[G % D];  // the retired set after the last group's
-#pragma unroll
-  for (int ks = 0; ks < 4; ++ks) {
-    const uint4& x0 = ks < 2 ? r00 : r01;
-    const uint4& x1 = ks < 2 ? r10 : r11;
-    const int w = 2 * (ks % 2);
-    ar[ks][0] = word(x0, w), ar[ks][1] = word(x1, w), ar[ks][2] = word(x0, w + 1), ar[ks][3] = word(x1, w + 1);
-  }
-  ptx::wgmma_fence();
-#pragma unroll
-  for (int ks = 0; ks < 4; ++ks) ptx::wgmma_m64n16k16_rs<ptx::bf16_t>(accr, ar[ks], q_desc(Model1::ROPE_TILE * H16_TILE + ks * 32), ks != 0);
-  ptx::wgmma_commit();
+  qk_rope(accr, a[G % D], rope, q_base, Model1::ROPE_TILE * H16_TILE);  // the retired set after the last group's
   ptx::wgmma_wait<0>();
   fold(G - 1);
   ptx::fence_regs(accr);

@@ -36,6 +36,46 @@ __device__ __forceinline__ uint32_t e4m3x2_as_bf16(uint32_t sx) { return (sx << 
 // prmt selector of byte j of (x, y): x's byte j, its sign, y's byte j, its sign.
 __host__ __device__ constexpr uint32_t pair_sel(int j) { return uint32_t(j) | uint32_t(8 + j) << 4 | uint32_t(4 + j) << 8 | uint32_t(12 + j) << 12; }
 
+// A head's Q scaling into f16's range from the largest |q| of the thread's NoPE dims (amax; the head's
+// 16 threads are 16 consecutive lanes): 2^-k (down) brings the head's largest |q| into [2^14, 2^15)
+// (f16's top binade but one), k clamped; 2^k is stored to sm.qexp by the head's first thread.
+__device__ __forceinline__ float q_down_scale(float amax, float* qexp, int part) {
+#pragma unroll
+  for (int o = 1; o < 16; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+  const int e = amax > 0.0f ? static_cast<int>((__float_as_uint(amax) >> 23) & 0xFF) - 127 : 14;
+  const int k = max(-100, min(100, e - 14));
+  const float down = __uint_as_float(static_cast<uint32_t>(127 - k) << 23);
+  if (part == 0) *qexp = __uint_as_float(static_cast<uint32_t>(127 + k) << 23);
+  return down;
+}
+
+// The RoPE dims of the thread's two tokens (thread q holds dims 16q .. 16q + 15 of each, bf16 as stored
+// at `rope` bytes into the token), loaded before the wait that frees the fragments they go into.
+struct RopeRows {
+  uint4 t0lo, t0hi, t1lo, t1hi;
+};
+__device__ __forceinline__ RopeRows load_rope(const uint8_t* t0, const uint8_t* t1, int rope, int q4) {
+  const int at = rope + 32 * q4;
+  return {*reinterpret_cast<const uint4*>(t0 + at), *reinterpret_cast<const uint4*>(t0 + at + 16), *reinterpret_cast<const uint4*>(t1 + at),
+          *reinterpret_cast<const uint4*>(t1 + at + 16)};
+}
+
+// Sᵀ's RoPE part: the four k-steps of Q's RoPE tile (at q_tile, bytes from q_base) against the tokens'
+// bf16 RoPE dims, in the retired fragment set `ar`, as one commit group (accr overwritten).
+__device__ __forceinline__ void qk_rope(float (&accr)[8], uint32_t (&ar)[4][4], const RopeRows& r, uint32_t q_base, uint32_t q_tile) {
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {
+    const uint4& x0 = ks < 2 ? r.t0lo : r.t0hi;
+    const uint4& x1 = ks < 2 ? r.t1lo : r.t1hi;
+    const int w = 2 * (ks % 2);
+    ar[ks][0] = word(x0, w), ar[ks][1] = word(x1, w), ar[ks][2] = word(x0, w + 1), ar[ks][3] = word(x1, w + 1);
+  }
+  ptx::wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) ptx::wgmma_m64n16k16_rs<ptx::bf16_t>(accr, ar[ks], sw128_at(q_base, q_tile + ks * 32, 16), ks != 0);
+  ptx::wgmma_commit();
+}
+
 // Q of (req, s_idx) into sm.q by the 256 consumer threads: thread t takes head t / 16, NoPE dims
 // 32 (t % 16) .. + 31 and RoPE dims 4 (t % 16) .. + 3; heads past h_q are zeros.
 template <class Fmt>
@@ -53,13 +93,7 @@ __device__ __forceinline__ void load_q(const SparseParams& p, Smem<Fmt>& sm, int
     const uint32_t w = word(v[i / 4], i % 4);
     amax = fmaxf(amax, fmaxf(fabsf(__uint_as_float(w << 16)), fabsf(__uint_as_float(w & 0xFFFF0000u))));
   }
-#pragma unroll
-  for (int o = 1; o < 16; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
-  // k: the head's largest |q| times 2^-k in [2^14, 2^15) (f16's top binade but one), clamped.
-  const int e = amax > 0.0f ? static_cast<int>((__float_as_uint(amax) >> 23) & 0xFF) - 127 : 14;
-  const int k = max(-100, min(100, e - 14));
-  const float down = __uint_as_float(static_cast<uint32_t>(127 - k) << 23);
-  if (part == 0) sm.qexp[head] = __uint_as_float(static_cast<uint32_t>(127 + k) << 23);
+  const float down = q_down_scale(amax, &sm.qexp[head], part);
 #pragma unroll
   for (int i = 0; i < 32; ++i) {
     const uint32_t w = word(v[i / 8], (i % 8) / 2);
