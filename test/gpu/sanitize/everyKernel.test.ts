@@ -13,6 +13,7 @@ import { assertClose, DENSE_LSE_TOL, DENSE_OUT_TOL, SPARSE_LSE_TOL, SPARSE_OUT_T
 import { Rng, randomBf16 } from "../../../src/numeric/random.js";
 import { Tensor } from "../../../src/runtime/Tensor.js";
 import { describeGpu } from "../../helpers/gpu.js";
+import { checkModel1AgainstCpu } from "../../helpers/model1Check.js";
 import { makeDenseCase } from "../../../src/testing/denseCase.js";
 import { uploadDenseCase } from "../../../src/testing/gpuDenseCase.js";
 import { makeSparseCase } from "../../../src/testing/sparseCase.js";
@@ -25,18 +26,18 @@ import { makeSparseCase } from "../../../src/testing/sparseCase.js";
  * crossover clusters. Each output is checked against the CPU reference, so it is a real test too.
  */
 describeGpu("every kernel on small shapes (the compute-sanitizer suite)", () => {
-  test("dense: both forms, bf16 and fp16, split and unsplit requests, against the CPU reference", () => {
+  test("dense: both forms, bf16 and fp16, d_qk 576 and 512, split and unsplit requests, against the CPU reference", () => {
     for (const [i, denseForm] of DENSE_FORMS.entries()) {
-      for (const dtype of ["bf16", "fp16"] as const) {
-        const host = makeDenseCase({ seed: 40 + i, b: 3, s_q: 2, h_q: 16, h_kv: 1, seqlens: [0, 130, 1500], causal: true, dtype, extraBlocks: 2 });
+      for (const [dtype, d_qk] of [["bf16", 576], ["fp16", 576], ["bf16", 512], ["fp16", 512]] as const) {
+        const host = makeDenseCase({ seed: 40 + i, b: 3, s_q: 2, h_q: 16, h_kv: 1, seqlens: [0, 130, 1500], causal: true, dtype, extraBlocks: 2, d_qk });
         const c = uploadDenseCase(host);
         const meta = getMlaMetadata();
         try {
           const { out, lse } = decodeWithOverrides({ ...c, schedMeta: meta }, { denseForm });
           const ref = mlaDecodeReference(host);
           const o = out.toHost().host as Uint16Array;
-          assertClose(dtype === "fp16" ? fp16ArrayToF32(o) : bf16ArrayToF32(o), ref.outF32, DENSE_OUT_TOL, { name: `${denseForm} ${dtype} out`, roundReferenceTo: dtype });
-          assertClose(lse.toHost().host as Float32Array, ref.lse.host as Float32Array, DENSE_LSE_TOL, { name: `${denseForm} ${dtype} lse` });
+          assertClose(dtype === "fp16" ? fp16ArrayToF32(o) : bf16ArrayToF32(o), ref.outF32, DENSE_OUT_TOL, { name: `${denseForm} ${dtype} d_qk ${d_qk} out`, roundReferenceTo: dtype });
+          assertClose(lse.toHost().host as Float32Array, ref.lse.host as Float32Array, DENSE_LSE_TOL, { name: `${denseForm} ${dtype} d_qk ${d_qk} lse` });
           out.dispose();
           lse.dispose();
         } finally {
@@ -114,6 +115,13 @@ describeGpu("every kernel on small shapes (the compute-sanitizer suite)", () => 
         meta.dispose();
         for (const t of Object.values(dev)) t?.dispose();
       }
+    }
+  });
+
+  test("sparse MODEL1 (DeepSeek-V4): every plan (m64, h128x, h16x), a second cache, invalid ids, against the CPU reference", () => {
+    const configs: ReadonlyArray<readonly [SparsePlan, number]> = [["m64", 128], ["h128x", 128], ["m64", 16], ["h16x", 16], ["h16x", 8]];
+    for (const [i, [sparsePlan, h_q]] of configs.entries()) {
+      checkModel1AgainstCpu({ seed: 70 + i, b: 2, s_q: 2, h_q, s_k: 3000, topk: h_q < 128 ? 1500 : 300, pageBlockSize: 61, sink: true, invalidFraction: 0.2, topkLength: true, extra: { s_k: 500, topk: 130, pageBlockSize: 2, topkLengthRandom: true } }, 0, sparsePlan);
     }
   });
 
