@@ -1,4 +1,5 @@
 import { BLOCK_N, SPARSE_HEADS_PER_CTA } from "../mla/contract/shape.js";
+import { SPARSE_FORMATS, type SparseFormatDims } from "../roofline/mlaCost.js";
 import { sparseCycleBudget } from "../roofline/sparseCycles.js";
 
 /** The seed's per-token cycle budget for one sparse case, and what it allows the kernel that ran it. */
@@ -40,21 +41,32 @@ export interface MeasuredSparseRun {
   s_q: number;
   h_q: number;
   topk: number;
+  /** The second cache's index entries per query token (DeepSeek-V4's extra list). @default 0 */
+  extraTopk?: number;
 }
 
-/** K/V entries processed summed over CTAs: b · s_q · (64-head tiles) · topk rounded up to whole 64-entry blocks. */
-export function sparseCtaTokens(r: Pick<MeasuredSparseRun, "b" | "s_q" | "h_q" | "topk">): number {
-  return r.b * r.s_q * Math.ceil(r.h_q / SPARSE_HEADS_PER_CTA) * Math.ceil(r.topk / BLOCK_N) * BLOCK_N;
+/**
+ * K/V entries processed summed over CTAs: b · s_q · (64-head tiles) · the walk's entries, each list
+ * rounded up to whole 64-entry blocks (with a second list, its blocks follow the first's).
+ */
+export function sparseCtaTokens(r: Pick<MeasuredSparseRun, "b" | "s_q" | "h_q" | "topk" | "extraTopk">): number {
+  const blocks = Math.ceil(r.topk / BLOCK_N) + Math.ceil((r.extraTopk ?? 0) / BLOCK_N);
+  return r.b * r.s_q * Math.ceil(r.h_q / SPARSE_HEADS_PER_CTA) * blocks * BLOCK_N;
 }
 
 /**
  * The seed's cycle budget (src/roofline/sparseCycles.ts, the Programming Guide's dequantization
- * rates: 34 MMA cycles against 50 dequantization cycles per token for 64 heads) for a sparse case of
- * `h_q` heads run by a kernel with or without crossover, scaled by the measured tensor roof; with a
- * measured TFLOPS figure, how close the kernel came to what the budget allows.
+ * rates: for 64 heads, 34 MMA cycles against 50 dequantization cycles per V3.2 token, 32 against 43.75
+ * per MODEL1 token: 512 + 512 dims, 448 quantized) for a sparse case of `h_q` heads run by a kernel with
+ * or without crossover, scaled by the measured tensor roof; with a measured TFLOPS figure, how close the
+ * kernel came to what the budget allows. `dims`: the token format's (default V3.2's).
  */
-export function benchCycleBudget(h_q: number, opts: { crossover: boolean; peakTflops: number; measuredTflops?: number; measured?: MeasuredSparseRun }): BenchCycleBudget {
-  const budget = sparseCycleBudget({ h_q, peakTflops: opts.peakTflops });
+export function benchCycleBudget(
+  h_q: number,
+  opts: { crossover: boolean; peakTflops: number; measuredTflops?: number; measured?: MeasuredSparseRun; dims?: SparseFormatDims },
+): BenchCycleBudget {
+  const dims = opts.dims ?? SPARSE_FORMATS.v32;
+  const budget = sparseCycleBudget({ h_q, peakTflops: opts.peakTflops, d_qk: dims.d_qk, d_v: dims.d_v, dequantElements: dims.quantizedDims });
   const seed = (crossover: boolean) => budget.rows.find((r) => r.figure === "seed" && r.crossover === crossover)!;
   const ran = seed(opts.crossover);
   const ceilingTflops = ran.ceilingTflops!;

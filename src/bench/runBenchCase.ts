@@ -3,7 +3,7 @@ import { decodeWithOverrides, type DecodeOverrides } from "../mla/flashMlaWithKv
 import { getMlaMetadata, type MlaSchedMeta } from "../mla/sched/MlaSchedMeta.js";
 import { checkPlanFitsHeads, sparseKernelName } from "../mla/sparse/chooseSparseKernel.js";
 import { Rng } from "../numeric/random.js";
-import { mlaCost, type MlaCost, type MlaShape } from "../roofline/mlaCost.js";
+import { mlaCost, SPARSE_FORMATS, type MlaCost, type MlaShape } from "../roofline/mlaCost.js";
 import { roofline, type Bound, type Roofs } from "../roofline/roofline.js";
 import type { Device } from "../runtime/Device.js";
 import type { Stream } from "../runtime/Stream.js";
@@ -141,13 +141,17 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
   // tokens of the indices actually drawn once the sets exist (until then, the expected count).
   let model: MlaShape = c.kind === "dense" ? { ...benchCaseShape(c), s_k: mean } : benchCaseShape(c);
   let cost = mlaCost(model);
-  // The crossover rows describe h128x where a query token spans two 64-head CTAs.
-  const crossover = kernel === sparseKernelName("h128x") && c.h_q > SPARSE_HEADS_PER_CTA;
+  // The crossover rows describe h128x (either format) where a query token spans two 64-head CTAs.
+  const format = c.model1 !== undefined ? "MODEL1" : "V32";
+  const crossover = c.kind === "sparse" && (kernel === sparseKernelName("h128x", format, false) || kernel === sparseKernelName("h128x", format, true)) && c.h_q > SPARSE_HEADS_PER_CTA;
   const budget = (measuredTflops?: number, timeUs?: number) => {
-    // The seed's budget is V3.2's (576 + 512 dims, 512 quantized), not MODEL1's.
-    if (c.kind !== "sparse" || c.model1 !== undefined) return {};
-    const measured = timeUs === undefined ? undefined : { timeUs, smCount: opts.device.smCount, clockMhz: opts.device.clockRateKHz / 1000, b: c.b, s_q: c.s_q, h_q: c.h_q, topk: c.topk! };
-    return { cycleBudget: benchCycleBudget(c.h_q, { crossover, peakTflops: opts.roofs.tflops, measuredTflops, ...(measured !== undefined ? { measured } : {}) }) };
+    if (c.kind !== "sparse") return {};
+    // The walk's entries per query token: its lists' topk (a list's valid length may be shorter, so with
+    // extraTopkLength the cycles per entry are a lower bound).
+    const extraTopk = c.model1?.extra?.topk ?? 0;
+    const measured = timeUs === undefined ? undefined : { timeUs, smCount: opts.device.smCount, clockMhz: opts.device.clockRateKHz / 1000, b: c.b, s_q: c.s_q, h_q: c.h_q, topk: c.topk!, extraTopk };
+    const dims = SPARSE_FORMATS[c.model1 !== undefined ? "model1" : "v32"];
+    return { cycleBudget: benchCycleBudget(c.h_q, { crossover, peakTflops: opts.roofs.tflops, measuredTflops, dims, ...(measured !== undefined ? { measured } : {}) }) };
   };
   const bound = (k: MlaCost): Bound => roofline(k, opts.roofs).bound;
   if (unsupported !== undefined) return { ...base, bound: bound(cost), status: "not-available", reason: unsupported, shape, model, cost, ...budget() };

@@ -1,6 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { benchCycleBudget, cycleBudgetText, sparseCtaTokens } from "../../../src/bench/benchCycleBudget.js";
+import { SPARSE_FORMATS } from "../../../src/roofline/mlaCost.js";
 
 test("benchCycleBudget() gives the seed's 34 MMA against 50 dequant cycles: 68 % of peak without crossover", () => {
   const b = benchCycleBudget(128, { crossover: false, peakTflops: 767 });
@@ -47,4 +48,13 @@ test("benchCycleBudget() with a timed run quotes the cycles per token per CTA be
   assert.match(cycleBudgetText(b), /; measured 69 % of it \(100\.7 clk per token per CTA at 1980 MHz\)$/);
   // topk not a multiple of 64 counts whole blocks; 16 heads still take one 64-head CTA per query token.
   assert.equal(sparseCtaTokens({ b: 2, s_q: 1, h_q: 16, topk: 100 }), 2 * 1 * 1 * 128);
+});
+
+test("benchCycleBudget() with MODEL1's dims: 32 MMA against 43.75 dequant cycles; a second list's blocks count in the walk", () => {
+  const b = benchCycleBudget(64, { crossover: false, peakTflops: 767, dims: SPARSE_FORMATS.model1 });
+  assert.deepEqual([b.mmaCycles, b.dequantCycles, b.crossoverDequantCycles, b.bound], [32, 43.75, 21.875, "dequant"]);
+  assert.equal(b.fractionOfPeak, 32 / 43.75);
+  // v4-cfg1's walk: 128 main entries (2 blocks) and 512 extra (8 blocks) per query token.
+  assert.equal(sparseCtaTokens({ b: 128, s_q: 2, h_q: 64, topk: 128, extraTopk: 512 }), 128 * 2 * 1 * 10 * 64);
+  assert.equal(sparseCtaTokens({ b: 1, s_q: 1, h_q: 128, topk: 1, extraTopk: 65 }), 2 * 3 * 64);
 });

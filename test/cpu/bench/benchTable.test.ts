@@ -40,9 +40,9 @@ test("benchTable() shows sparse rows' FP8 cache read as GB/s and the seed's cycl
   assert.equal((text.match(/seed cycle budget/g) ?? []).length, 2);
 });
 
-test("benchTable() shows a timed v4 row with its MODEL1 kernel and cache read, and no cycle budget", () => {
-  const cfg1 = timedResult("v4-cfg1", 90);
-  const h16 = timedResult("v4-h16", 50);
+test("benchTable() shows a timed v4 row with its MODEL1 kernel, cache read and MODEL1 cycle budget", () => {
+  const cfg1 = sparseTimedResult("v4-cfg1", 90);
+  const h16 = sparseTimedResult("v4-h16", 50);
   const text = benchTable([cfg1, h16]);
   const cells = text.split("\n").find((l) => l.includes("v4-cfg1"))!.split("│").map((s) => s.trim()).filter((s) => s !== "");
   assert.deepEqual(cells.slice(0, 3), ["v4-cfg1", "sparse_m64_model1_extra", "90.0"]);
@@ -50,7 +50,10 @@ test("benchTable() shows a timed v4 row with its MODEL1 kernel and cache read, a
   assert.equal(cells[5], ((cfg1.cost.nUnique! * 584) / 90e-6 / 1e9).toFixed(0));
   assert.deepEqual(cells.slice(7), ["memory", "90.9 µs, 236 TFLOPS", "≤ 90.9 µs met", "≤ 79.0 µs miss", "ok"]);
   assert.match(text, /v4-h16 +│ sparse_h16x_model1_extra .*≥ 3500 GB\/s cache (met|miss) +│ ok/);
-  assert.doesNotMatch(text, /seed cycle budget|note:/);
+  // MODEL1's budget per token: 32 MMA clk against 43.75 of conversions (448 quantized dims).
+  assert.match(text, /^v4-cfg1 \(sparse_m64_model1_extra\): seed cycle budget: 32\.0 MMA clk vs 43\.8 dequant clk per token \(21\.9 with crossover, which needs h_q ≥ 128\) → dequant-bound, ≤ 73 % of peak \(561 TFLOPS\); measured \d+ % of it$/m);
+  assert.match(text, /^v4-h16 \(sparse_h16x_model1_extra\): seed cycle budget: .*16 of 64 heads per CTA useful → dequant-bound/m);
+  assert.doesNotMatch(text, /note:/);
 });
 
 test("benchTable() marks a failed check and prints why", () => {

@@ -6,7 +6,7 @@ import type { BenchCaseResult } from "../../../src/bench/runBenchCase.js";
 import { timingStats } from "../../../src/bench/timingStats.js";
 import { chooseKernel } from "../../../src/mla/chooseKernel.js";
 import type { KernelName } from "../../../src/mla/contract/kernelRegistry.js";
-import { mlaCost } from "../../../src/roofline/mlaCost.js";
+import { mlaCost, SPARSE_FORMATS } from "../../../src/roofline/mlaCost.js";
 
 export const ROOFS = { tflops: 767, gbPerS: 4138 };
 
@@ -53,9 +53,11 @@ export function timedResult(name: string, timeUs: number, roofs: { tflops: numbe
  */
 export function sparseTimedResult(name: string, timeUs: number, kernel?: KernelName): BenchCaseResult {
   const r = timedResult(name, timeUs);
-  kernel ??= chooseKernel(benchCaseByName(name)!);
-  const crossover = kernel === "sparse_h128x_bf16";
-  return { ...r, kernel, cycleBudget: benchCycleBudget(r.shape.h_q, { crossover, peakTflops: ROOFS.tflops, measuredTflops: r.figures!.tflops }) };
+  const c = benchCaseByName(name)!;
+  kernel ??= c.model1 !== undefined ? benchCaseKernel(c) : chooseKernel(c);
+  const crossover = kernel.startsWith("sparse_h128x");
+  const dims = SPARSE_FORMATS[c.model1 !== undefined ? "model1" : "v32"];
+  return { ...r, kernel, cycleBudget: benchCycleBudget(r.shape.h_q, { crossover, peakTflops: ROOFS.tflops, measuredTflops: r.figures!.tflops, dims }) };
 }
 
 /** A case a forced choice cannot run (a dense form forced on a sparse case). */

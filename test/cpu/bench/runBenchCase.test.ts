@@ -82,7 +82,7 @@ test("every v4 case names the MODEL1 kernel flashMlaWithKvcache runs for it: h16
   assert.equal(benchCaseKernel(benchCaseByName("sparse-h16")!), "sparse_h16x_bf16");
 });
 
-test("runBenchCase() reports a forced plan a v4 case cannot run as not available, with the MODEL1 cost model, set 0's lengths and no cycle budget", () => {
+test("runBenchCase() reports a forced plan a v4 case cannot run as not available, with the MODEL1 cost model and cycle budget and set 0's lengths", () => {
   for (const c of V4_WIDE) {
     // NO_DEVICE: any use of the device or the stream would throw.
     const r = runBenchCase(c, { overrides: { sparsePlan: "h16x" }, ...NO_DEVICE });
@@ -94,8 +94,12 @@ test("runBenchCase() reports a forced plan a v4 case cannot run as not available
     assert.deepEqual(r.cost, mlaCost(benchCaseShape(c)), c.name);
     assert.equal(r.bound, caseBound(c, NO_DEVICE.roofs), c.name);
     assert.equal(r.shape.topk, c.topk, c.name);
-    for (const field of ["timeUs", "figures", "check", "cycleBudget", "sets"] as const) assert.equal(r[field], undefined, `${c.name}: ${field}`);
+    for (const field of ["timeUs", "figures", "check", "sets"] as const) assert.equal(r[field], undefined, `${c.name}: ${field}`);
     assert.deepEqual([r.anchor, r.firstBar, r.goal], [c.anchor, c.firstBar, c.goal], c.name);
+    // MODEL1's budget: 64 · (512 + 512) · 2 / 4096 = 32 MMA clk against the seed's rate over 448
+    // quantized dims (50 · 448 / 512 = 43.75), halved with crossover; the forced h16x does not cross over.
+    const b = r.cycleBudget!;
+    assert.deepEqual([b.mmaCycles, b.dequantCycles, b.crossoverDequantCycles, b.crossover, b.crossoverApplies, b.percentOfBudget], [32, 43.75, 21.875, false, c.h_q === 128, undefined], c.name);
   }
   // The lengths are those the first input set's main cache draws (seed 1: set seed 1001), FlashMLA's MODEL1 draw.
   const cfg1 = benchCaseByName("v4-cfg1")!;
@@ -110,7 +114,7 @@ test("runBenchCase() reports a forced plan a v4 case cannot run as not available
   const dense = runBenchCase(cfg1, { overrides: { denseForm: "fast" }, ...NO_DEVICE });
   assert.equal(dense.reason, "not available: a dense override forced on a sparse case");
   assert.equal(dense.kernel, "sparse_m64_model1_extra");
-  assert.equal(dense.cycleBudget, undefined);
+  assert.equal(dense.cycleBudget?.mmaCycles, 32);
   assert.equal(runBenchCase(benchCaseByName("v4-cfg2")!, { overrides: { sparsePlan: "h16x" }, ...NO_DEVICE }).cost.flop, 77_309_411_328);
 });
 
@@ -120,7 +124,7 @@ test("runBenchCase() builds a v4 case's sets on the GPU: without one it reports 
   assert.equal(r.status, "error");
   assert.equal(r.kernel, "sparse_h16x_model1_extra");
   assert.doesNotMatch(r.reason!, /not built|not available/);
-  assert.equal(r.cycleBudget, undefined);
+  assert.equal(r.cycleBudget?.usefulHeadsPerCta, 16);
 });
 
 test("bench's table and record show v4 rows a forced plan cannot run: no time, FlashMLA's figure, the targets, one note per reason", () => {
@@ -134,7 +138,10 @@ test("bench's table and record show v4 rows a forced plan cannot run: no time, F
   assert.ok(text.includes(`note: v4-cfg1, v4-cfg3, v4-peak-h64: ${noH16x(64)}\n`));
   assert.ok(text.includes(`note: v4-cfg2, v4-cfg4, v4-peak-h128: ${noH16x(128)}\n`));
   assert.ok(text.includes(`note: v4-h32: ${noH16x(32)}\n`));
-  assert.doesNotMatch(text, /sparse rows:|seed cycle budget/);
+  assert.doesNotMatch(text, /sparse rows:/);
+  // Each row's MODEL1 budget, untimed.
+  assert.ok(text.includes("v4-cfg2 (sparse_h16x_model1_extra): seed cycle budget: 32.0 MMA clk vs 43.8 dequant clk per token (21.9 with crossover) → dequant-bound"), text);
+  assert.ok(text.includes("v4-h32 (sparse_h16x_model1_extra): seed cycle budget: 32.0 MMA clk vs 43.8 dequant clk per token (21.9 with crossover, which needs h_q ≥ 128), 32 of 64 heads per CTA useful → dequant-bound"), text);
 
   const t = timingStats([1]);
   const record = JSON.parse(JSON.stringify(benchRecord({
