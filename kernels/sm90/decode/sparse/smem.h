@@ -63,6 +63,7 @@ struct Geometry<Model1> {
   static constexpr int PT_TILES = Model1::QK_TILES;
 };
 static_assert(Geometry<Model1>::TOKEN_STRIDE % 16 == 0, "bulk copies land on 16-byte boundaries");
+static_assert((2 * Geometry<Model1>::TOKEN_STRIDE / 4) % 32 == 8, "tokens 2q, q = 0..3, start in four different bank octets");
 
 // The tokens stay as stored in the cache; the consumers read their bytes into wgmma's A fragments.
 template <class Fmt>
