@@ -48,6 +48,7 @@ struct Geometry;
 template <>
 struct Geometry<V32> {
   static constexpr int TOKEN_STRIDE = V32::TOKEN_BYTES;
+  static constexpr int COPY_BYTES = V32::TOKEN_BYTES;  // a token's bulk copy
   static constexpr int Q_TILES = V32::QK_TILES;
   static constexpr int PT_TILES = V32::NUM_SCALES;
 };
@@ -57,6 +58,7 @@ struct Geometry<V32> {
 // Q: 7 f16 NoPE tiles + the bf16 RoPE tile; Pᵀ: one tile per 64-dim scale tile and one for RoPE.
 template <>
 struct Geometry<Model1> {
+  static constexpr int COPY_BYTES = Model1::DATA_BYTES;  // a token's bulk copy: its data, not its record
   static constexpr int RECORD_AT = Model1::DATA_BYTES;
   static constexpr int TOKEN_STRIDE = RECORD_AT + Model1::RECORD_BYTES + 8;
   static constexpr int Q_TILES = Model1::QK_TILES;

@@ -51,22 +51,16 @@ __device__ __forceinline__ void producer(const SparseParams& p, Smem<Fmt>& sm, c
     // bytes: racecheck orders a thread's writes, a bulk copy's too, before the consumers' reads only
     // through that thread's own arrival. A copy that lands before the arrival's expect_tx leaves the
     // barrier's tx-count negative with the arrival pending, so the phase cannot complete early.
+    constexpr int COPY = Geometry<Fmt>::COPY_BYTES;
+    if (mine && valid) {
+      ptx::bulk_copy_global_to_smem(ptx::smem_addr(row), Fmt::locate(token_place<EXTRA>(p, slot_cur)).data, COPY, &sm.full[stage]);
+      if constexpr (RECORDS) *reinterpret_cast<uint2*>(row + Geometry<Fmt>::RECORD_AT) = record;
+      ptx::mbarrier_arrive_expect_tx(&sm.full[stage], COPY);
+    } else if (mine) {
+      ptx::mbarrier_arrive(&sm.full[stage]);
+    }
     if constexpr (RECORDS) {
-      if (mine && valid) {
-        ptx::bulk_copy_global_to_smem(ptx::smem_addr(row), Fmt::locate(token_place<EXTRA>(p, slot_cur)).data, Fmt::DATA_BYTES, &sm.full[stage]);
-        *reinterpret_cast<uint2*>(row + Geometry<Fmt>::RECORD_AT) = record;
-        ptx::mbarrier_arrive_expect_tx(&sm.full[stage], Fmt::DATA_BYTES);
-      } else if (mine) {
-        ptx::mbarrier_arrive(&sm.full[stage]);
-      }
       if (mine && slot_nxt >= 0) record = Fmt::load_scales(Fmt::locate(token_place<EXTRA>(p, slot_nxt)));
-    } else {
-      if (mine && valid) {
-        ptx::bulk_copy_global_to_smem(ptx::smem_addr(row), Fmt::token(token_place<EXTRA>(p, slot_cur)), Fmt::TOKEN_BYTES, &sm.full[stage]);
-        ptx::mbarrier_arrive_expect_tx(&sm.full[stage], Fmt::TOKEN_BYTES);
-      } else if (mine) {
-        ptx::mbarrier_arrive(&sm.full[stage]);
-      }
     }
     slot_cur = slot_nxt;
     slot_nxt = slot_of<EXTRA>(p, pending);
