@@ -39,7 +39,6 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
   return r;
 }
 
-// cp.async.cg.shared.global (16 bytes, L2 only): copies 16 bytes into shared memory without registers;
 template <typename T>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   if constexpr (T::is_fp16) {

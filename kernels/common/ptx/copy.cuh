@@ -81,6 +81,18 @@ __device__ __forceinline__ float ld_cg_f32(const float* p) {
   return v;
 }
 
+// ---- copies into shared memory through no registers (PTX ISA: cp.async, non-bulk) ------------------
+
+// cp.async.cg.shared.global: 16 bytes from global into shared memory (through L2, not L1) without
+// holding a register or waiting; `src_bytes` below 16 zero-fills the rest (0: a zero chunk, nothing read).
+__device__ __forceinline__ void cp_async_16(uint32_t smem_dst, const void* src, uint32_t src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_dst), "l"(src), "r"(src_bytes) : "memory");
+}
+
+// cp.async.wait_all: this thread's cp.async copies have landed. Other threads see them after a barrier,
+// wgmma (the async proxy) after fence_proxy_async_smem too.
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
 // ---- prefetches ------------------------------------------------------------------------------------
 
 // cp.async.bulk.prefetch.L2: pull `bytes` (a multiple of 16, 16-byte aligned) into L2 without waiting or

@@ -13,27 +13,30 @@
 
 namespace mla::sparse {
 
-// The 64 heads [h0, h0 + 64) of query token s_idx into the format's QK_TILES SW128 tiles (zero past
-// h_q), by the 256 consumer threads, six 16-byte loads each in flight at a time.
-template <typename T, class Fmt>
-__device__ __forceinline__ void load_q(const SparseParams& p, Smem& sm, int req, int h0, int s_idx, int tid) {
-  const uint16_t* q = static_cast<const uint16_t*>(p.q);
-  constexpr int PER_HEAD = Fmt::D_QK / 8, BATCH = 6, CHUNKS = 64 * PER_HEAD;
-  for (int base = tid; base < CHUNKS; base += BATCH * CONSUMER_THREADS) {
-    uint4 v[BATCH];
-#pragma unroll
-    for (int j = 0; j < BATCH; ++j) {
-      const int c = base + j * CONSUMER_THREADS, head = h0 + c / PER_HEAD;
-      v[j] = make_uint4(0, 0, 0, 0);
-      if (c < CHUNKS && head < p.h_q)
-        v[j] = __ldg(reinterpret_cast<const uint4*>(q + req * p.q_batch_stride + s_idx * p.q_token_stride + head * p.q_head_stride + (c % PER_HEAD) * 8));
-    }
-#pragma unroll
-    for (int j = 0; j < BATCH; ++j) {
-      const int c = base + j * CONSUMER_THREADS;
-      if (c < CHUNKS) *reinterpret_cast<uint4*>(sm.q + ((c % PER_HEAD) / 8) * TILE_BYTES + sw128(c / PER_HEAD, (c % PER_HEAD) % 8)) = v[j];
-    }
+// WG0's copy of the 64 heads [h0, h0 + 64) of query token s_idx of request req into sQ's SW128 tiles (zero
+// past h_q), by cp.async: nothing held in registers and nothing waited for, so the next request's Q is
+// issued when this request's blocks are done and lands under its epilogue; q_landed is the wait. Loaded
+// at the request's start by both warpgroups, it held every request switch for several round trips
+// (v4-cfg2 215.5 against 205.1 µs on the H200; issued in the last block, under its P·V, 210.8).
+template <class Fmt>
+__device__ __forceinline__ void issue_q(const SparseParams& p, uint32_t q_base, int req, int h0, int s_idx, int tid) {
+  constexpr int PER_HEAD = Fmt::D_QK / 8, CHUNKS = 64 * PER_HEAD;
+  static_assert(CHUNKS % 128 == 0, "each WG0 thread copies the same number of chunks");
+  const uint16_t* q = static_cast<const uint16_t*>(p.q) + req * p.q_batch_stride + s_idx * p.q_token_stride;
+#pragma unroll 4
+  for (int c = tid; c < CHUNKS; c += 128) {
+    const int row = c / PER_HEAD, chunk = c % PER_HEAD;
+    const bool in = h0 + row < p.h_q;
+    ptx::cp_async_16(q_base + (chunk / 8) * TILE_BYTES + sw128(row, chunk % 8), q + (in ? h0 + row : h0) * p.q_head_stride + chunk * 8, in ? 16u : 0u);
   }
+}
+
+// WG0's wait for issue_q: each thread's copies landed, published to wgmma (the async proxy), then all
+// 128 threads' (wgmma reads the tiles the whole warpgroup wrote).
+__device__ __forceinline__ void q_landed() {
+  ptx::cp_async_wait_all();
+  ptx::fence_proxy_async_smem();
+  ptx::named_barrier_sync_unaligned(BAR_Q, 128);
 }
 
 // The valid flags of this thread's 16 token columns, 8c + 2(lane % 4) + e, as bits 2c + e, read after the
@@ -99,16 +102,25 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
   };
   const int tid = threadIdx.x, warp_in_wg = (tid % 128) / 32, lane = tid % 32;
   const uint32_t q_base = ptx::smem_addr(sm.q), p_base = ptx::smem_addr(sm.p);
+  // What a request switch reads is read ahead: the part's record and the rows' sinks (sm.sink) once, the
+  // next request's lengths and split slot before this one's epilogue (the epilogue's stores may alias
+  // them, so read after it they were read again at every switch, a round trip each).
+  const SchedMeta part = meta;
+  if (WG == 0 && tid < 64) sm.sink[tid] = h0 + tid < p.h_q ? sink_log2(p, h0 + tid) : -INFINITY;  // read after L_READY
+  if constexpr (WG == 0) issue_q<Fmt>(p, q_base, part.begin_req_idx, h0, s_idx, tid);
   int it = 0;
-  for (int req = meta.begin_req_idx; req <= meta.end_req_idx; ++req) {
-    const int start_blk = piece_first_block(meta, req);
-    const int end_blk = piece_end_block(meta, req, walk_length<EXTRA>(p, req));
-    const bool is_split = piece_is_split(meta, req);
-
-    ptx::named_barrier_sync_unaligned(BAR_CONSUMERS, CONSUMER_THREADS);  // the previous request is done with sQ, sm.l, sm.m
-    load_q<T, Fmt>(p, sm, req, h0, s_idx, tid);
-    ptx::fence_proxy_async_smem();
-    ptx::named_barrier_sync_unaligned(BAR_CONSUMERS, CONSUMER_THREADS);
+  RawLengths next_lengths = load_lengths<EXTRA>(p, part.begin_req_idx);
+  int next_splits = p.num_splits[part.begin_req_idx];
+  for (int req = part.begin_req_idx; req <= part.end_req_idx; ++req) {
+    const RawLengths lengths = next_lengths;
+    const int splits = next_splits;
+    const int start_blk = piece_first_block(part, req);
+    const int end_blk = piece_end_block(part, req, walk_length<EXTRA>(p, lengths));
+    const bool is_split = piece_is_split(part, req);
+    const bool has_next = req < part.end_req_idx;
+    // Only WG0 reads sQ; WG1 needs no meeting here: its last reads of this request's P, sm.l and sm.m
+    // come before the P_FREE and L_READY syncs that WG0 passes before it writes them again.
+    if constexpr (WG == 0) q_landed();
 
     float o[128];
 #pragma unroll
@@ -152,6 +164,7 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
         // WG1 must be done with the previous block's P before it is overwritten.
         if (blk != start_blk) ptx::named_barrier_sync_unaligned(BAR_P_FREE, CONSUMER_THREADS);
         give_p(sm, a, scale, warp_in_wg, lane);
+        // Every WG0 warp is past its Q·Kᵀ of this block (give_p's sync): the last one frees sQ.
         if (!__all_sync(0xFFFFFFFFu, scale[0] == 1.0f && scale[1] == 1.0f)) {
 #pragma unroll
           for (int i = 0; i < 128; ++i) o[i] *= scale[(i >> 1) & 1];
@@ -208,12 +221,16 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
 #pragma unroll
       for (int half = 0; half < 2; ++half) L[half] = sm.l[16 * warp_in_wg + lane / 4 + 8 * half], M[half] = sm.m[16 * warp_in_wg + lane / 4 + 8 * half];
     }
-    const int slot = p.num_splits[req] + (req == meta.begin_req_idx ? meta.begin_split_idx : 0);  // the piece's split slot
-    // The row addresses computed here, not before the block loop: ptxas hoisted them out of it and, in
-    // h128x over MODEL1 with a second cache, spilled one (8 bytes) across the loop to make room.
-    int s_late = s_idx, h_late = h0, lane_late = lane, warp_late = warp_in_wg;
-    asm volatile("" : "+r"(s_late), "+r"(h_late), "+r"(lane_late), "+r"(warp_late));
-    store_rows<T>(p, o, req, h_late, s_late, WG, warp_late, lane_late, is_split, slot, L, M);
+    const int slot = splits + (req == part.begin_req_idx ? part.begin_split_idx : 0);  // the piece's split slot
+    // The row and Q addresses computed here, not before the block loop: ptxas hoisted them out of it and
+    // spilled 8-16 bytes across the loop to make room.
+    int s_late = s_idx, h_late = h0, lane_late = lane, warp_late = warp_in_wg, tid_late = tid;
+    asm volatile("" : "+r"(s_late), "+r"(h_late), "+r"(lane_late), "+r"(warp_late), "+r"(tid_late));
+    if constexpr (WG == 0) {  // sQ is free: this request's last Q·Kᵀ retired before the L_READY sync
+      if (has_next) issue_q<Fmt>(p, q_base, req + 1, h_late, s_late, tid_late);
+    }
+    if (has_next) next_lengths = load_lengths<EXTRA>(p, req + 1), next_splits = p.num_splits[req + 1];
+    store_rows<T>(p, sm, o, req, h_late, s_late, WG, warp_late, lane_late, is_split, slot, L, M);
   }
 }
 

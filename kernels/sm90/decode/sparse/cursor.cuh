@@ -14,12 +14,20 @@
 
 namespace mla::sparse {
 
-// A request's valid entries of each list: its lengths, clamped to [0, topk] and [0, extra_topk].
-__device__ __forceinline__ int main_length(const SparseParams& p, int req) { return max(0, min(p.lengths[req], p.topk)); }
+// A request's two list lengths as stored. The consumers load them a request ahead and clamp them where
+// they use them (a load checked beside its issue is waited for right there).
+struct RawLengths {
+  int len, extra_len;
+};
 template <bool EXTRA>
-__device__ __forceinline__ int extra_length(const SparseParams& p, int req) {
-  if (!EXTRA || p.extra_topk == 0) return 0;
-  return max(0, min(p.extra_lengths != nullptr ? p.extra_lengths[req] : p.extra_topk, p.extra_topk));
+__device__ __forceinline__ RawLengths load_lengths(const SparseParams& p, int req) {
+  return {p.lengths[req], EXTRA && p.extra_topk > 0 && p.extra_lengths != nullptr ? p.extra_lengths[req] : p.extra_topk};
+}
+// A request's valid entries of each list: its lengths, clamped to [0, topk] and [0, extra_topk].
+__device__ __forceinline__ int main_length(const SparseParams& p, const RawLengths& r) { return max(0, min(r.len, p.topk)); }
+template <bool EXTRA>
+__device__ __forceinline__ int extra_length(const SparseParams& p, const RawLengths& r) {
+  return !EXTRA || p.extra_topk == 0 ? 0 : max(0, min(r.extra_len, p.extra_topk));
 }
 __device__ __forceinline__ int main_blocks(int len) { return len / BLOCK_N + (len % BLOCK_N != 0); }
 
@@ -28,7 +36,9 @@ __device__ __forceinline__ int main_blocks(int len) { return len / BLOCK_N + (le
 template <bool EXTRA>
 __device__ __forceinline__ int walk_length(int len, int extra_len) { return EXTRA ? BLOCK_N * main_blocks(len) + extra_len : len; }
 template <bool EXTRA>
-__device__ __forceinline__ int walk_length(const SparseParams& p, int req) { return walk_length<EXTRA>(main_length(p, req), extra_length<EXTRA>(p, req)); }
+__device__ __forceinline__ int walk_length(const SparseParams& p, const RawLengths& r) { return walk_length<EXTRA>(main_length(p, r), extra_length<EXTRA>(p, r)); }
+template <bool EXTRA>
+__device__ __forceinline__ int walk_length(const SparseParams& p, int req) { return walk_length<EXTRA>(p, load_lengths<EXTRA>(p, req)); }
 
 // Position in the walk. The producers keep cursors two blocks ahead of the one they fill, to prefetch.
 struct Cursor {
@@ -41,8 +51,9 @@ __device__ __forceinline__ bool cursor_valid(const SchedMeta& meta, const Cursor
 template <bool EXTRA>
 __device__ __forceinline__ void cursor_settle(const SparseParams& p, const SchedMeta& meta, Cursor& c) {
   while (c.blk >= c.end_blk && ++c.req <= meta.end_req_idx) {
-    c.len = main_length(p, c.req);
-    c.extra_len = extra_length<EXTRA>(p, c.req);
+    const RawLengths r = load_lengths<EXTRA>(p, c.req);
+    c.len = main_length(p, r);
+    c.extra_len = extra_length<EXTRA>(p, r);
     c.blk = 0;
     c.end_blk = piece_end_block(meta, c.req, walk_length<EXTRA>(c.len, c.extra_len));
   }
@@ -52,8 +63,9 @@ template <bool EXTRA>
 __device__ __forceinline__ Cursor cursor_begin(const SparseParams& p, const SchedMeta& meta) {
   Cursor c;
   c.req = meta.begin_req_idx;
-  c.len = main_length(p, c.req);
-  c.extra_len = extra_length<EXTRA>(p, c.req);
+  const RawLengths r = load_lengths<EXTRA>(p, c.req);
+  c.len = main_length(p, r);
+  c.extra_len = extra_length<EXTRA>(p, r);
   c.blk = meta.begin_block_idx;
   c.end_blk = piece_end_block(meta, c.req, walk_length<EXTRA>(c.len, c.extra_len));
   cursor_settle<EXTRA>(p, meta, c);

@@ -3,29 +3,31 @@
 // layout with h_kv = 1 (row = s * h_q + head), so the dense combine merges them and applies the sink.
 #pragma once
 #include "../common/tiles.cuh"
+#include "smem.h"
 
 namespace mla::sparse {
 
-// 1 / the divisor of an unsplit row: out = o / (L + 2^(sink·log2e - M)); 0 for an empty row, and a +inf
+// A head's attention sink in the log2 domain; -inf without one, whose 2^(-inf - M) adds nothing below.
+__device__ __forceinline__ float sink_log2(const SparseParams& p, int head) { return p.attn_sink != nullptr ? p.attn_sink[head] * LOG2E : -INFINITY; }
+
+// 1 / the divisor of an unsplit row: out = o / (L + 2^(sink_log2 - M)); 0 for an empty row, and a +inf
 // sink gives 0.
-__device__ __forceinline__ float unsplit_inv(const SparseParams& p, int head, float L, float M) {
-  float denom = L;
-  if (p.attn_sink != nullptr) denom += exp2f(p.attn_sink[head] * LOG2E - M);
-  return L == 0.0f ? 0.0f : 1.0f / denom;
-}
+__device__ __forceinline__ float unsplit_inv(float sink, float L, float M) { return L == 0.0f ? 0.0f : 1.0f / (L + exp2f(sink - M)); }
+__device__ __forceinline__ float unsplit_inv(const SparseParams& p, int head, float L, float M) { return unsplit_inv(sink_log2(p, head), L, M); }
 
 // A 64-row consumer warpgroup's O columns [256 wg, +256) of heads h0 + 16 warp + lane / 4 (+ 8): o in
-// wgmma's accumulator layout, L and M the two rows' final sum and max (log2 domain).
+// wgmma's accumulator layout, L and M the two rows' final sum and max (log2 domain). The rows' sinks
+// come from sm.sink, written once per CTA (a load here was a round trip on every request switch).
 template <typename T>
-__device__ __forceinline__ void store_rows(const SparseParams& p, float (&o)[128], int req, int h0, int s_idx, int wg, int warp_in_wg, int lane,
-                                           bool is_split, int slot, const float (&L)[2], const float (&M)[2]) {
+__device__ __forceinline__ void store_rows(const SparseParams& p, const Smem& sm, float (&o)[128], int req, int h0, int s_idx, int wg, int warp_in_wg,
+                                           int lane, bool is_split, int slot, const float (&L)[2], const float (&M)[2]) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    const int head = h0 + 16 * warp_in_wg + lane / 4 + 8 * half;
+    const int row = 16 * warp_in_wg + lane / 4 + 8 * half, head = h0 + row;
     if (head >= p.h_q) continue;
     const bool empty = L[half] == 0.0f;  // a NaN L propagates
     if (!is_split) {
-      const float inv = unsplit_inv(p, head, L[half], M[half]);
+      const float inv = unsplit_inv(sm.sink[row], L[half], M[half]);
       uint16_t* out = static_cast<uint16_t*>(p.out) + ((static_cast<long long>(req) * p.s_q + s_idx) * p.h_q + head) * D_V;
 #pragma unroll
       for (int i = 2 * half; i < 128; i += 4)

@@ -19,6 +19,7 @@ struct __align__(1024) Smem {
   float scale[64];              // row rescale factor of the current block (WG0 -> WG1)
   float l[64];                  // final row sums (WG0 -> WG1)
   float m[64];                  // final row maxima, log2 domain
+  float sink[64];               // the rows' attention sinks, log2 domain (-inf: none; WG0 writes them once)
   alignas(8) uint8_t valid[K_STAGES][8];  // per K buffer: bit i of byte j = token 8j + i holds a valid index
   uint64_t kfull[K_STAGES];     // the producers' threads arrive once the block is written (+ the peer's half by complete_tx)
   uint64_t kempty[K_STAGES];    // the consumers' warps (of both CTAs with crossover) arrive once they no longer read it
