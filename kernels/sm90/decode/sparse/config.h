@@ -22,13 +22,12 @@ constexpr int WG0_REGS = 208, WG1_REGS = 160, PRODUCER_REGS = 72;
 static_assert(WG0_REGS + WG1_REGS + PRODUCER_WARPGROUPS * PRODUCER_REGS <= 4 * LAUNCH_REGS, "setmaxnreg within the CTA's registers");
 static_assert(WG0_REGS % 8 == 0 && WG1_REGS % 8 == 0 && PRODUCER_REGS % 8 == 0, "setmaxnreg takes multiples of 8");
 
-// Named barriers of the consumer warpgroups (0 is __syncthreads'):
-//   Q          WG0's 128 threads, once a request's Q copies landed (the only reader of sQ);
-// and of both (256 threads):
+// Named barriers of the two consumer warpgroups (256 threads each time; 0 is __syncthreads'):
+//   START      a request's start, once WG0's copies of its Q landed;
 //   P_READY    WG0 arrives once P and the row factors are in shared memory, WG1 waits;
 //   P_FREE     WG1 is done with P (a sync on both sides), WG0 may overwrite it;
 //   L_READY    WG0's final row sums and maxima are in sm.l / sm.m for WG1's epilogue.
-enum : uint32_t { BAR_Q = 1, BAR_P_READY = 2, BAR_P_FREE = 3, BAR_L_READY = 4 };
+enum : uint32_t { BAR_START = 1, BAR_P_READY = 2, BAR_P_FREE = 3, BAR_L_READY = 4 };
 
 // The lazy running max (τ, log2 units): a row's max moves only when a block's max exceeds it by more
 // than τ, so after the first block the rescale factors are exactly 1 and the O rescale is skipped by a

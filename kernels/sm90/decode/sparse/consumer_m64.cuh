@@ -15,9 +15,9 @@ namespace mla::sparse {
 
 // WG0's copy of the 64 heads [h0, h0 + 64) of query token s_idx of request req into sQ's SW128 tiles (zero
 // past h_q), by cp.async: nothing held in registers and nothing waited for, so the next request's Q is
-// issued when this request's blocks are done and lands under its epilogue; q_landed is the wait. Loaded
-// at the request's start by both warpgroups, it held every request switch for several round trips
-// (v4-cfg2 215.5 against 205.1 µs on the H200; issued in the last block, under its P·V, 210.8).
+// issued when this request's blocks are done and lands under its epilogue (request_start waits for it).
+// Loaded at the request's start by both warpgroups, it held every request switch for several round
+// trips (v4-cfg2 215.5 against 205.1 µs on the H200; issued in the last block, under its P·V, 210.8).
 template <class Fmt>
 __device__ __forceinline__ void issue_q(const SparseParams& p, uint32_t q_base, int req, int h0, int s_idx, int tid) {
   constexpr int PER_HEAD = Fmt::D_QK / 8, CHUNKS = 64 * PER_HEAD;
@@ -31,12 +31,18 @@ __device__ __forceinline__ void issue_q(const SparseParams& p, uint32_t q_base, 
   }
 }
 
-// WG0's wait for issue_q: each thread's copies landed, published to wgmma (the async proxy), then all
-// 128 threads' (wgmma reads the tiles the whole warpgroup wrote).
-__device__ __forceinline__ void q_landed() {
-  ptx::cp_async_wait_all();
-  ptx::fence_proxy_async_smem();
-  ptx::named_barrier_sync_unaligned(BAR_Q, 128);
+// A request's start, for both warpgroups: WG0's copies of its Q landed (each thread's, published to
+// wgmma, the async proxy, then all of them: wgmma reads the tiles the whole warpgroup wrote), and WG1 is
+// past the previous request's reads of sm.l, sm.m and sm.scale, which WG0 writes again. (Those are
+// ordered without it too, through the last P_FREE and L_READY, but racecheck does not follow that
+// chain; the meeting costs nothing: WG0's first P_READY of the request would wait for WG1 anyway.)
+template <int WG>
+__device__ __forceinline__ void request_start() {
+  if constexpr (WG == 0) {
+    ptx::cp_async_wait_all();
+    ptx::fence_proxy_async_smem();
+  }
+  ptx::named_barrier_sync_unaligned(BAR_START, CONSUMER_THREADS);
 }
 
 // The valid flags of this thread's 16 token columns, 8c + 2(lane % 4) + e, as bits 2c + e, read after the
@@ -118,9 +124,7 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
     const int end_blk = piece_end_block(part, req, walk_length<EXTRA>(p, lengths));
     const bool is_split = piece_is_split(part, req);
     const bool has_next = req < part.end_req_idx;
-    // Only WG0 reads sQ; WG1 needs no meeting here: its last reads of this request's P, sm.l and sm.m
-    // come before the P_FREE and L_READY syncs that WG0 passes before it writes them again.
-    if constexpr (WG == 0) q_landed();
+    request_start<WG>();
 
     float o[128];
 #pragma unroll
