@@ -168,7 +168,6 @@ __device__ __forceinline__ void consumer(const SparseParams& p, Smem& sm, const 
         // WG1 must be done with the previous block's P before it is overwritten.
         if (blk != start_blk) ptx::named_barrier_sync_unaligned(BAR_P_FREE, CONSUMER_THREADS);
         give_p(sm, a, scale, warp_in_wg, lane);
-        // Every WG0 warp is past its Q·Kᵀ of this block (give_p's sync): the last one frees sQ.
         if (!__all_sync(0xFFFFFFFFu, scale[0] == 1.0f && scale[1] == 1.0f)) {
 #pragma unroll
           for (int i = 0; i < 128; ++i) o[i] *= scale[(i >> 1) & 1];
