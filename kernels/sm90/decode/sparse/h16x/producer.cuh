@@ -12,7 +12,10 @@ namespace mla::sparse::h16x {
 
 // The 8 producer warps: warp pw's lanes 0-7 copy tokens 8pw .. 8pw + 7 of each block (a token without a
 // slot: its row zeroed, so V holds no stale NaN, and its flag cleared); each of them arrives on the
-// stage's full barrier, each expecting its own token's bytes. Indices two blocks ahead. The
+// stage's full barrier, each expecting its own token's bytes. Indices three blocks ahead, each checked
+// an iteration after its load: checked in the iteration that loaded it, the producers waited a memory
+// round trip per block (ncu at v4-h16: 35 % of their samples on that check, and the consumers 33 % on
+// a stage not yet full). The
 // loop runs while the cursor has a block rather than over a count walked first, whose dependent loads
 // of the requests' lengths delayed the first copy (sparse-h16 on the H200: 121.6 against 124.1 µs).
 template <class Fmt, bool EXTRA>
@@ -26,6 +29,10 @@ __device__ __forceinline__ void producer(const SparseParams& p, Smem<Fmt>& sm, c
   bool has_nxt = cursor_valid(meta, ahead);
   int slot_nxt = cursor_slot<EXTRA>(p, meta, ahead, s_idx, my_token);
   cursor_next<EXTRA>(p, meta, ahead);
+  // Block it + 2's index, in flight for a whole iteration before its checks wait for it.
+  bool has_pend = cursor_valid(meta, ahead);
+  PendingSlot pend = cursor_index<EXTRA>(p, meta, ahead, s_idx, my_token);
+  cursor_next<EXTRA>(p, meta, ahead);
   constexpr bool RECORDS = cuda::std::is_same_v<Fmt, Model1>;
   constexpr int STRIDE = Geometry<Fmt>::TOKEN_STRIDE;
   // MODEL1: the current block's record, loaded an iteration before it is stored (a load waited for at
@@ -36,7 +43,7 @@ __device__ __forceinline__ void producer(const SparseParams& p, Smem<Fmt>& sm, c
   }
   for (int it = 0; has_cur; ++it) {
     const bool has_ahead = cursor_valid(meta, ahead);
-    const PendingSlot pending = cursor_index<EXTRA>(p, meta, ahead, s_idx, my_token);  // block it + 2
+    const PendingSlot pending = cursor_index<EXTRA>(p, meta, ahead, s_idx, my_token);  // block it + 3
     const int stage = it % STAGES;
     ptx::mbarrier_wait(&sm.empty[stage], ((it / STAGES) & 1) ^ 1);
     const bool mine = lane < 8, valid = slot_cur >= 0;
@@ -63,9 +70,11 @@ __device__ __forceinline__ void producer(const SparseParams& p, Smem<Fmt>& sm, c
       if (mine && slot_nxt >= 0) record = Fmt::load_scales(Fmt::locate(token_place<EXTRA>(p, slot_nxt)));
     }
     slot_cur = slot_nxt;
-    slot_nxt = slot_of<EXTRA>(p, pending);
+    slot_nxt = slot_of<EXTRA>(p, pend);
+    pend = pending;
     has_cur = has_nxt;
-    has_nxt = has_ahead;
+    has_nxt = has_pend;
+    has_pend = has_ahead;
     cursor_next<EXTRA>(p, meta, ahead);
   }
 }
