@@ -35,12 +35,19 @@ __device__ __forceinline__ void producer(const SparseParams& p, Smem<Fmt>& sm, c
   cursor_next<EXTRA>(p, meta, ahead);
   constexpr bool RECORDS = cuda::std::is_same_v<Fmt, Model1>;
   constexpr int STRIDE = Geometry<Fmt>::TOKEN_STRIDE;
-  // MODEL1: the current block's record, loaded an iteration before it is stored (a load waited for at
-  // once would hold the lane a memory round trip per block).
+  // The current token's address (its page found by a division), worked out an iteration before its copy;
+  // MODEL1: its record too, loaded then (a load waited for at once would hold the lane a memory round
+  // trip per block).
+  const uint8_t* src = nullptr;
   uint2 record = make_uint2(0, 0);
-  if constexpr (RECORDS) {
-    if (lane < 8 && slot_cur >= 0) record = Fmt::load_scales(Fmt::locate(token_place<EXTRA>(p, slot_cur)));
-  }
+  auto locate_next = [&](int slot) {
+    if (lane < 8 && slot >= 0) {
+      const auto tok = Fmt::locate(token_place<EXTRA>(p, slot));
+      src = tok.data;
+      if constexpr (RECORDS) record = Fmt::load_scales(tok);
+    }
+  };
+  locate_next(slot_cur);
   for (int it = 0; has_cur; ++it) {
     const bool has_ahead = cursor_valid(meta, ahead);
     const PendingSlot pending = cursor_index<EXTRA>(p, meta, ahead, s_idx, my_token);  // block it + 3
@@ -60,15 +67,13 @@ __device__ __forceinline__ void producer(const SparseParams& p, Smem<Fmt>& sm, c
     // barrier's tx-count negative with the arrival pending, so the phase cannot complete early.
     constexpr int COPY = Geometry<Fmt>::COPY_BYTES;
     if (mine && valid) {
-      ptx::bulk_copy_global_to_smem(ptx::smem_addr(row), Fmt::locate(token_place<EXTRA>(p, slot_cur)).data, COPY, &sm.full[stage]);
+      ptx::bulk_copy_global_to_smem(ptx::smem_addr(row), src, COPY, &sm.full[stage]);
       if constexpr (RECORDS) *reinterpret_cast<uint2*>(row + Geometry<Fmt>::RECORD_AT) = record;
       ptx::mbarrier_arrive_expect_tx(&sm.full[stage], COPY);
     } else if (mine) {
       ptx::mbarrier_arrive(&sm.full[stage]);
     }
-    if constexpr (RECORDS) {
-      if (mine && slot_nxt >= 0) record = Fmt::load_scales(Fmt::locate(token_place<EXTRA>(p, slot_nxt)));
-    }
+    locate_next(slot_nxt);
     slot_cur = slot_nxt;
     slot_nxt = slot_of<EXTRA>(p, pend);
     pend = pending;
