@@ -32,7 +32,8 @@ __device__ __forceinline__ void producer(const SparseParams& p, Smem<Fmt>& sm, c
   bool has_nxt = cursor_valid(meta, ahead);
   int slot_nxt = cursor_slot<EXTRA>(p, meta, ahead, s_idx, my_token);
   cursor_next<EXTRA>(p, meta, ahead);
-  // Block it + 2's index, in flight for a whole iteration before its checks wait for it.
+  // Block it + 2's index, loaded an iteration before its check (ptxas waits for it sooner, where
+  // `pend = pending` copies it at the top of the next iteration: docs/deepseek-v4.md §5).
   bool has_pend = cursor_valid(meta, ahead);
   PendingSlot pend = cursor_index<EXTRA>(p, meta, ahead, s_idx, my_token);
   cursor_next<EXTRA>(p, meta, ahead);
