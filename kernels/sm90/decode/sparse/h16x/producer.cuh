@@ -22,7 +22,10 @@ namespace mla::sparse::h16x {
 // loop runs while the cursor has a block rather than over a count walked first, whose dependent loads
 // of the requests' lengths delayed the first copy (sparse-h16 on the H200: 121.6 against 124.1 µs).
 template <class Fmt, bool EXTRA>
-__device__ __forceinline__ void producer(const SparseParams& p, Smem<Fmt>& sm, const SchedMeta& meta, int s_idx, int pidx) {
+__device__ __forceinline__ void producer(const SparseParams& p, Smem<Fmt>& sm, const SchedMeta& meta_in, int s_idx, int pidx) {
+  // The part's record in registers: read through the reference, it was loaded again every iteration (the
+  // copies' generic stores to shared memory might alias it) and waited for at the iteration's top.
+  const SchedMeta meta = meta_in;
   const int t = threadIdx.x - CONSUMER_THREADS - 128 * pidx, lane = t % 32, pw = 4 * pidx + t / 32;
   const int my_token = 8 * pw + (lane & 7);
   Cursor ahead = cursor_begin<EXTRA>(p, meta);
@@ -32,10 +35,11 @@ __device__ __forceinline__ void producer(const SparseParams& p, Smem<Fmt>& sm, c
   bool has_nxt = cursor_valid(meta, ahead);
   int slot_nxt = cursor_slot<EXTRA>(p, meta, ahead, s_idx, my_token);
   cursor_next<EXTRA>(p, meta, ahead);
-  // Block it + 2's index, loaded an iteration before its check (ptxas waits for it sooner, where
-  // `pend = pending` copies it at the top of the next iteration: docs/deepseek-v4.md §5).
+  // Block it + 2's index, loaded an iteration before its check. Two of them alternate (the loop below
+  // is unrolled by two): with one variable copied on, ptxas waited for the older load at the copy, at
+  // the top of the next iteration, not where it is checked.
   bool has_pend = cursor_valid(meta, ahead);
-  PendingSlot pend = cursor_index<EXTRA>(p, meta, ahead, s_idx, my_token);
+  PendingSlot pend0 = cursor_index<EXTRA>(p, meta, ahead, s_idx, my_token), pend1;
   cursor_next<EXTRA>(p, meta, ahead);
   constexpr bool RECORDS = cuda::std::is_same_v<Fmt, Model1>;
   constexpr int STRIDE = Geometry<Fmt>::TOKEN_STRIDE;
@@ -51,9 +55,10 @@ __device__ __forceinline__ void producer(const SparseParams& p, Smem<Fmt>& sm, c
     }
   };
   locate_next(slot_cur);
-  for (int it = 0; has_cur; ++it) {
+  // One block: `in_flight` holds block it + 2's index load, `fresh` receives block it + 3's.
+  auto block = [&](int it, const PendingSlot& in_flight, PendingSlot& fresh) {
     const bool has_ahead = cursor_valid(meta, ahead);
-    const PendingSlot pending = cursor_index<EXTRA>(p, meta, ahead, s_idx, my_token);  // block it + 3
+    fresh = cursor_index<EXTRA>(p, meta, ahead, s_idx, my_token);
     const int stage = it % STAGES;
     ptx::mbarrier_wait(&sm.empty[stage], ((it / STAGES) & 1) ^ 1);
     const bool mine = lane < 8, valid = slot_cur >= 0;
@@ -78,12 +83,16 @@ __device__ __forceinline__ void producer(const SparseParams& p, Smem<Fmt>& sm, c
     }
     locate_next(slot_nxt);
     slot_cur = slot_nxt;
-    slot_nxt = slot_of<EXTRA>(p, pend);
-    pend = pending;
+    slot_nxt = slot_of<EXTRA>(p, in_flight);
     has_cur = has_nxt;
     has_nxt = has_pend;
     has_pend = has_ahead;
     cursor_next<EXTRA>(p, meta, ahead);
+  };
+  for (int it = 0; has_cur; it += 2) {
+    block(it, pend0, pend1);
+    if (!has_cur) break;
+    block(it + 1, pend1, pend0);
   }
 }
 
