@@ -49,6 +49,8 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
     const int start_blk = piece_first_block(meta, req);
     const int end_blk = piece_end_block(meta, req, seqlen);
     const bool is_split = piece_is_split(meta, req);
+    int ahead[2];  // pipe: the ids of the pair after the next one (load_ids), issued before Q's wait
+    if constexpr (PIPE) load_ids(p, req, start_blk + 2, end_blk, ahead);
     // merge_pairs: a request in exactly two pieces is merged by the piece that finishes second (usually
     // split 0, which ends its part; split 1 began the next part). Its flag counts the pieces that stored
     // their partial.
@@ -154,7 +156,13 @@ __device__ __forceinline__ void consumer(const DenseParams& p, Smem& sm, const S
       auto pipe_pair = [&](int blk0, auto last) {
         constexpr bool LAST = decltype(last)::value;
         const int blk1 = blk0 + 1;
-        const Pair next = next_pair(p, meta, {req, blk0, end_blk, {}});
+        Pair next;
+        if constexpr (LAST) {
+          next = next_pair(p, meta, {req, blk0, end_blk, {}});
+        } else {
+          next = pair_of_ids(p, req, blk0 + 2, end_blk, ahead);
+          load_ids(p, req, blk0 + 4, end_blk, ahead);
+        }
         ptx::wgmma_wait<0>();  // this pair's S, queued by the previous pair (or before the first)
         ptx::fence_regs(s);
         if (wg == 0) {

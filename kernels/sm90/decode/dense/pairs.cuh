@@ -10,12 +10,15 @@ namespace mla::dense {
 // visible token (blk · 64 < seqlen; an empty request's row, or a column past its blocks, may hold
 // anything), else -1. An id outside [0, num_blocks) is recorded in p.errors (the first one since the
 // host last cleared it: MlaSchedMeta.checkErrors) and, like -1, reads as zeros by TMA's out-of-bounds fill.
-__device__ __forceinline__ int table_block(const DenseParams& p, int req, int blk, int seqlen) {
-  if (blk >= p.max_blocks_per_seq || blk * BLOCK_N >= seqlen) return -1;
-  const int id = p.block_table[req * p.block_table_stride + blk];
+__device__ __forceinline__ void check_block_id(const DenseParams& p, int req, int blk, int id) {
   if ((id < 0 || id >= p.num_blocks) && p.errors != nullptr && atomicCAS(&p.errors[0], ERR_NONE, ERR_BLOCK_ID) == ERR_NONE) {
     p.errors[1] = req, p.errors[2] = blk, p.errors[3] = id, p.errors[4] = p.num_blocks;
   }
+}
+__device__ __forceinline__ int table_block(const DenseParams& p, int req, int blk, int seqlen) {
+  if (blk >= p.max_blocks_per_seq || blk * BLOCK_N >= seqlen) return -1;
+  const int id = p.block_table[req * p.block_table_stride + blk];
+  check_block_id(p, req, blk, id);
   return id;
 }
 
@@ -42,6 +45,23 @@ __device__ __forceinline__ Pair with_phys(const DenseParams& p, Pair pr) {
 #pragma unroll
   for (int st = 0; st < 2; ++st) pr.phys[st] = pr.end_blk == 0 ? -1 : phys_block(p, pr.req, pr.blk0 + st, pr.end_blk);
   return pr;
+}
+
+// pipe, within a request: the ids of the pair after next are loaded at the top of a pair (load_ids) and
+// checked at the top of the next one (pair_of_ids), so their loads land under a whole pair instead of
+// being waited for before the softmax. A block before the piece's end holds visible tokens (the
+// scheduler stored lengths that fit the table), so the length is not read again.
+__device__ __forceinline__ void load_ids(const DenseParams& p, int req, int blk0, int end_blk, int (&ids)[2]) {
+  const int end = min(end_blk, p.max_blocks_per_seq);
+#pragma unroll
+  for (int st = 0; st < 2; ++st) ids[st] = blk0 + st < end ? p.block_table[req * p.block_table_stride + blk0 + st] : -1;
+}
+__device__ __forceinline__ Pair pair_of_ids(const DenseParams& p, int req, int blk0, int end_blk, const int (&ids)[2]) {
+  const int end = min(end_blk, p.max_blocks_per_seq);
+#pragma unroll
+  for (int st = 0; st < 2; ++st)
+    if (blk0 + st < end) check_block_id(p, req, blk0 + st, ids[st]);
+  return {req, blk0, end_blk, {ids[0], ids[1]}};
 }
 
 __device__ __forceinline__ Pair next_pair(const DenseParams& p, const SchedMeta& meta, Pair cur) {
