@@ -109,6 +109,29 @@ describeGpu("out-of-range and non-finite data on the GPU", () => {
     }
   });
 
+  test("a bad block id deep in a request (pipe loads those ids a pair ahead) is read as zeros and reported at its exact position", () => {
+    // Request 0 has six blocks (pairs 0-1, 2-3, 4-5): pipe loads block 4's id at the top of pair 0-1 and
+    // checks it at the top of pair 2-3, where fast loads and checks it.
+    const c = makeDenseCase({ seed: 911, b: 2, s_q: 1, h_q: 16, h_kv: 1, seqlens: [330, 100], causal: false, dtype: "bf16", extraBlocks: 2 });
+    const { kCache: zeroed, zeroBlock } = withZeroBlock(c);
+    const maxBlocks = c.blockTable.shape[1];
+    const num_blocks = c.kCache.shape[0];
+    const refTable = Int32Array.from(c.blockTable.host as Int32Array);
+    refTable[4] = zeroBlock;
+    const model = { ...c, kCache: zeroed, blockTable: table(refTable, c.blockTable.shape) };
+    const refs = new Map<MlaDecodeReferenceArgs, MlaDecodeReferenceResult>();
+    assert.ok(maxBlocks >= 6, `block table has ${maxBlocks} columns`);
+    for (const bad of [num_blocks, -1]) {
+      const gpuTable = Int32Array.from(c.blockTable.host as Int32Array);
+      gpuTable[4] = bad;
+      for (const form of DENSE_FORMS) {
+        const got = runOnGpu({ ...c, blockTable: table(gpuTable, c.blockTable.shape) }, form);
+        expectReference(got, model, `${form}, block id ${bad} at [0][4]`, refs);
+        assert.match(got.error ?? "no error", new RegExp(`got blockTable\\[0\\]\\[4\\] = ${bad}$`), `${form}, block id ${bad}: reported at [0][4]`);
+      }
+    }
+  });
+
   test("cacheSeqlens past the block table: that request is decoded as empty (out 0, lse +inf) and reported", () => {
     // Two full blocks in the table; the GPU is told request 0 holds 46 more tokens than the table covers.
     const c = makeDenseCase({ seed: 911, b: 2, s_q: 2, h_q: 64, h_kv: 1, seqlens: [128, 40], causal: true, dtype: "bf16", extraBlocks: 1 });
