@@ -24,8 +24,9 @@ __device__ __forceinline__ int table_block(const DenseParams& p, int req, int bl
 
 // The pair of blocks after (req, blk0) in this CTA's pieces, or req > end_req_idx when there is none.
 // phys: the blocks' physical ids (with_phys). The next pair's two table lookups are issued at the top of
-// the iteration, not right before each refill's TMA, where their dependent loads were on the path from a
-// tile being freed to its refill landing (dense-compute 538.1 vs 550.9 µs).
+// the iteration (pipe: a pair earlier within a request, load_ids), not right before each refill's TMA,
+// where their dependent loads were on the path from a tile being freed to its refill landing
+// (dense-compute 538.1 vs 550.9 µs).
 struct Pair {
   int req, blk0, end_blk;
   int phys[2];
