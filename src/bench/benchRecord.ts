@@ -35,6 +35,8 @@ export interface BenchRecordResult {
   usP90?: number;
   usMean?: number;
   samples?: number;
+  /** The same calls back to back between one pair of events, µs per call (BenchCaseResult.backToBackUs). */
+  usBackToBack?: number;
   /** Sparse: Σ valid indices and the distinct tokens they read, as the figures count them. */
   nAttended?: number;
   nUnique?: number;
@@ -147,6 +149,7 @@ function recordResult(r: BenchCaseResult): BenchRecordResult {
   if (r.timeUs !== undefined) {
     Object.assign(out, { usMedian: r.timeUs.median, usMin: r.timeUs.min, usP90: r.timeUs.p90, usMean: r.timeUs.mean, samples: r.timeUs.n });
   }
+  if (r.backToBackUs !== undefined) out.usBackToBack = r.backToBackUs;
   if (r.figures !== undefined) Object.assign(out, { tflops: r.figures.tflops, gbPerS: r.figures.gbPerS, percentOfCeiling: r.figures.percentOfCeiling });
   if (r.figures?.cacheReadGbPerS !== undefined) out.cacheReadGbPerS = r.figures.cacheReadGbPerS;
   if (r.sets !== undefined) Object.assign(out, { sets: r.sets, setBytes: r.setBytes, hostOutran: r.hostOutran });

@@ -46,6 +46,11 @@ export interface BenchCaseResult {
   cost: MlaCost;
   /** Whole call (main kernel + combine) between CUDA events, in µs. */
   timeUs?: TimingStats;
+  /**
+   * The same calls back to back between one pair of events, per call (µs): a decode step's consecutive
+   * calls, where each may launch under the end of the one before (timeGpuCalls' backToBackUs).
+   */
+  backToBackUs?: number;
   /** Input sets rotated over, and their bytes each. */
   sets?: number;
   setBytes?: number;
@@ -273,6 +278,7 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
       model,
       cost,
       timeUs,
+      backToBackUs: times.backToBackUs,
       sets: sets.length,
       setBytes,
       hostOutran: times.hostOutran,

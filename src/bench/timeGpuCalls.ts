@@ -34,6 +34,13 @@ export interface GpuCallTimes {
    */
   hostOutran: boolean;
   /**
+   * Device time per call when the same `iters` calls run back to back between one pair of events (µs,
+   * their mean): what a decode step's consecutive calls cost, where each call's launch may overlap the
+   * end of the one before it (programmatic dependent launch). The events around each call in
+   * `samplesUs` stop such overlap.
+   */
+  backToBackUs: number;
+  /**
    * The SM clock, power and clock-event reasons NVML reported while the timed calls ran. NVML's clock
    * is the governor's setting: it falls when the power cap acts (over tens of milliseconds), and the
    * SMs can run below it (BenchCaseResult.smClockMhz). Undefined without NVML or when the calls ended
@@ -85,7 +92,8 @@ export function timeGpuCalls(calls: ReadonlyArray<() => void>, opts: TimeGpuCall
     spinUs = Math.min(MAX_SPIN_US, 4 * spinUs);
     result = runTimed(calls, opts, spinUs, gpu);
   }
-  const times: GpuCallTimes = { samplesUs: result.samplesUs, hostUsPerCall: hostUs, spinUs, hostOutran: result.hostOutran };
+  const backToBackUs = runBackToBack(calls, opts, spinUs);
+  const times: GpuCallTimes = { samplesUs: result.samplesUs, hostUsPerCall: hostUs, spinUs, hostOutran: result.hostOutran, backToBackUs };
   const summary = summarizeNvmlSamples(result.nvmlSamples);
   if (summary !== undefined) times.nvml = summary;
   return times;
@@ -120,6 +128,27 @@ function runTimed(
     return { samplesUs, hostOutran: queuedUs > spinUs, nvmlSamples };
   } finally {
     for (const e of events) e.dispose();
+  }
+}
+
+/** The same calls after the same spin, with one event before the first and one after the last. */
+function runBackToBack(calls: ReadonlyArray<() => void>, opts: TimeGpuCallsOptions, spinUs: number): number {
+  const { stream, iters } = opts;
+  const first = Event.create({ deviceOrdinal: stream.deviceOrdinal });
+  try {
+    const last = Event.create({ deviceOrdinal: stream.deviceOrdinal });
+    try {
+      opts.spin.launch({ grid: 1, block: 1, stream }, [{ kind: "u64", value: BigInt(Math.round(spinUs * 1000)) }]);
+      first.record(stream);
+      for (let i = 0; i < iters; i++) calls[i % calls.length]();
+      last.record(stream);
+      last.synchronize();
+      return (Event.elapsedMs(first, last) * 1000) / iters;
+    } finally {
+      last.dispose();
+    }
+  } finally {
+    first.dispose();
   }
 }
 

@@ -140,6 +140,8 @@ describeGpu("bench harness on the GPU", (device) => {
         assert.ok(r.sets! * r.setBytes! > 2 * device.l2CacheBytes);
         assert.equal(r.timeUs!.n, 20);
         assert.ok(r.timeUs!.median > 5 && r.timeUs!.median < 5000, `median ${r.timeUs!.median} µs`);
+        // Back to back the events between calls are gone, so a call costs no more than between them.
+        assert.ok(r.backToBackUs! > 0.5 * r.timeUs!.min && r.backToBackUs! < 1.1 * r.timeUs!.max, `back to back ${r.backToBackUs} µs`);
         assert.equal(r.check!.ok, true);
         assert.ok(r.figures!.gbPerS > 0);
       } finally {
@@ -157,6 +159,7 @@ describeGpu("bench harness on the GPU", (device) => {
     assert.equal(rec.results[0].case, "dense-b1");
     assert.equal(rec.results[0].status, "ok");
     assert.ok(rec.results[0].usMedian > 0);
+    assert.ok(rec.results[0].usBackToBack > 0);
     // Each case runs the kernel flashMlaWithKvcache chooses for it.
     assert.equal(rec.kernel, "dense_fast_bf16 + sparse_h128x_bf16");
     assert.equal(rec.results[0].kernel, "dense_fast_bf16");
