@@ -134,21 +134,18 @@ function runTimed(
 /** The same calls after the same spin, with one event before the first and one after the last. */
 function runBackToBack(calls: ReadonlyArray<() => void>, opts: TimeGpuCallsOptions, spinUs: number): number {
   const { stream, iters } = opts;
-  const first = Event.create({ deviceOrdinal: stream.deviceOrdinal });
+  const events: Event[] = [];
   try {
-    const last = Event.create({ deviceOrdinal: stream.deviceOrdinal });
-    try {
-      opts.spin.launch({ grid: 1, block: 1, stream }, [{ kind: "u64", value: BigInt(Math.round(spinUs * 1000)) }]);
-      first.record(stream);
-      for (let i = 0; i < iters; i++) calls[i % calls.length]();
-      last.record(stream);
-      last.synchronize();
-      return (Event.elapsedMs(first, last) * 1000) / iters;
-    } finally {
-      last.dispose();
-    }
+    for (let i = 0; i < 2; i++) events.push(Event.create({ deviceOrdinal: stream.deviceOrdinal }));
+    const [first, last] = events;
+    opts.spin.launch({ grid: 1, block: 1, stream }, [{ kind: "u64", value: BigInt(Math.round(spinUs * 1000)) }]);
+    first.record(stream);
+    for (let i = 0; i < iters; i++) calls[i % calls.length]();
+    last.record(stream);
+    last.synchronize();
+    return (Event.elapsedMs(first, last) * 1000) / iters;
   } finally {
-    first.dispose();
+    for (const e of events) e.dispose();
   }
 }
 
