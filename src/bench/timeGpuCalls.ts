@@ -109,7 +109,7 @@ function runTimed(
   const events: Event[] = [];
   try {
     for (let i = 0; i < 2 * iters; i++) events.push(Event.create({ deviceOrdinal: stream.deviceOrdinal }));
-    opts.spin.launch({ grid: 1, block: 1, stream }, [{ kind: "u64", value: BigInt(Math.round(spinUs * 1000)) }]);
+    holdStream(opts, spinUs);
     const t0 = performance.now();
     for (let i = 0; i < iters; i++) {
       events[2 * i].record(stream);
@@ -131,6 +131,11 @@ function runTimed(
   }
 }
 
+/** Queues the spin kernel that holds `opts.stream` for `spinUs` while the host queues the timed calls. */
+function holdStream(opts: TimeGpuCallsOptions, spinUs: number): void {
+  opts.spin.launch({ grid: 1, block: 1, stream: opts.stream }, [{ kind: "u64", value: BigInt(Math.round(spinUs * 1000)) }]);
+}
+
 /** The same calls after the same spin, with one event before the first and one after the last. */
 function runBackToBack(calls: ReadonlyArray<() => void>, opts: TimeGpuCallsOptions, spinUs: number): number {
   const { stream, iters } = opts;
@@ -138,7 +143,7 @@ function runBackToBack(calls: ReadonlyArray<() => void>, opts: TimeGpuCallsOptio
   try {
     for (let i = 0; i < 2; i++) events.push(Event.create({ deviceOrdinal: stream.deviceOrdinal }));
     const [first, last] = events;
-    opts.spin.launch({ grid: 1, block: 1, stream }, [{ kind: "u64", value: BigInt(Math.round(spinUs * 1000)) }]);
+    holdStream(opts, spinUs);
     first.record(stream);
     for (let i = 0; i < iters; i++) calls[i % calls.length]();
     last.record(stream);
