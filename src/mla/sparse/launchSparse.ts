@@ -96,7 +96,7 @@ export function launchSparse(args: FlashMlaWithKvcacheArgs, overrides: SparseOve
     softmax_scale: call.softmax_scale,
     scale_log2: call.softmax_scale * Math.LOG2E,
   });
-  launchKernel(main, [call.num_head_tiles, call.s_q, ws.numSmParts], params, { stream });
+  launchKernel(main, [call.num_head_tiles, call.s_q, ws.numSmParts], params, { stream, pdl: true });
   launchCombine(ws, { b: call.b, s_q: call.s_q, h_q: call.h_q, h_kv: 1 }, out, lse, { stream, maxPieces: meta.knownMaxPieces(), attnSink: args.attnSink });
   return { out, lse };
 }

@@ -16,6 +16,7 @@ template <class Fmt, bool XO, bool EXTRA>
 __device__ __forceinline__ void decode_m64(const SparseParams& p) {
   extern __shared__ uint8_t smem_raw[];
   Smem& sm = smem_struct_1024<Smem>(smem_raw);
+  ptx::pdl_wait();  // launched with programmatic dependent launch: nothing global is read before it
   // Each role reads the part's record itself, so nothing but the params stays live across the role
   // branches (their registers are allocated separately after setmaxnreg).
   const SchedMeta* meta = reinterpret_cast<const SchedMeta*>(p.sched_meta) + blockIdx.z;
@@ -51,6 +52,7 @@ template <class Fmt, bool EXTRA>
 __device__ __forceinline__ void decode_h16x(const SparseParams& p) {
   extern __shared__ uint8_t smem_raw[];
   h16x::Smem<Fmt>& sm = smem_struct_1024<h16x::Smem<Fmt>>(smem_raw);
+  ptx::pdl_wait();  // launched with programmatic dependent launch: nothing global is read before it
   const SchedMeta* meta = reinterpret_cast<const SchedMeta*>(p.sched_meta) + blockIdx.z;
   if (meta->begin_req_idx >= p.b) {
     ptx::pdl_launch_dependents();
