@@ -111,9 +111,8 @@ interface InputSet {
  * together are well over twice the L2), times flashMlaWithKvcache's whole call over them with
  * {@link timeGpuCalls} (every set writing the same out and lse), checks set 0's output (one more call
  * into outputs poisoned with NaN) against the float64 CPU reference on sampled rows, and turns the
- * median into figures. Dense sets come from makeGpuDenseCase; sparse
- * sets from makeGpuSparseCase (FlashMLA's benchmark data: distinct random indices, attn_sink on,
- * softmax scale 576^-0.55), figured with the N_unique of the sets actually drawn and the seed's
+ * median into figures. Dense sets come from makeGpuDenseCase; sparse sets from makeGpuSparseCase
+ * (FlashMLA's benchmark data: distinct random indices, attn_sink on, softmax scale 576^-0.55), figured with the N_unique of the sets actually drawn and the seed's
  * cycle budget. DeepSeek-V4 (MODEL1) sets come from makeGpuModel1Case (FlashMLA's MODEL1 test data:
  * both caches, each with its own lengths, pages and indices, the extra cache's random valid lengths
  * where the case has them), figured with the N attended and N_unique drawn over both caches; the V3.2
@@ -263,7 +262,7 @@ export function runBenchCase(c: BenchCase, opts: RunBenchCaseOptions): BenchCase
     calls[0]();
     const rng = new Rng(seed + 7);
     const longest = seqlens.indexOf(Math.max(...seqlens));
-    const result0 = { out: outputs[0], lse: outputs[1] };
+    const result0 = { out, lse };
     let check: NonNullable<BenchCaseResult["check"]>;
     if (c.kind === "dense") {
       const requests = [...new Set([0, c.b - 1, longest, rng.int(0, c.b)])].sort((x, y) => x - y);
