@@ -80,9 +80,10 @@ at 128, 64 and 16 heads (topk 2048, and 32768 for sparse-long-topk), long contex
 (the long group: 16K-128K tokens, MTP, 16 heads), and DeepSeek-V4's sparse decode over the MODEL1
 cache (the v4 group: FlashMLA's six MODEL1 cases, two caches in one softmax, and 16 and 32 heads).
 Most carry FlashMLA's time on an H200 under this harness and our targets (first bar, goal).
-Each case: ≥ 4 input sets built on the GPU (together well over the L2), warm-up, then the whole call
-(main kernel + combine) between CUDA events, median of --iters; its output is checked against the
-float64 CPU reference on sampled rows. Sparse cases use FlashMLA's benchmark data (distinct random
+Each case: ≥ 4 input sets built on the GPU (together well over the L2) writing one out and lse (as
+FlashMLA's harness does), warm-up, then the whole call (main kernel + combine) between CUDA events,
+median of --iters; its output is checked against the float64 CPU reference on sampled rows. Sparse
+cases use FlashMLA's benchmark data (distinct random
 indices, attn_sink on, softmax scale 576^-0.55), count N_unique from the indices drawn, quote
 sparse-h16 by its FP8 cache read and print the seed's cycle budget; the v4 cases use FlashMLA's MODEL1
 test data (each cache its own lengths, pages and indices; softmax scale 512^-0.55) and count N and
